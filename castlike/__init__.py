@@ -1,0 +1,41 @@
+"""castlike: cast tensors exactly as the ONNX Cast / CastLike operators define, on any array
+library (NumPy with ml_dtypes, PyTorch, JAX, Dask), with bit-identical results everywhere.
+
+>>> import numpy as np, castlike
+>>> castlike.cast(np.float32(448.0), "FLOAT8E4M3FN")
+np.float8_e4m3fn(448)
+"""
+
+from ._frontend import can_cast, cast, cast_like, onnx_type
+from .errors import (
+    BackendTypeError,
+    CastError,
+    CastTypeError,
+    CastValueError,
+    DisallowedCastError,
+    InvalidStringError,
+    OpsetError,
+    UnknownTypeError,
+    UnsupportedTypeError,
+)
+from .spec.types import OnnxType
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BackendTypeError",
+    "CastError",
+    "CastTypeError",
+    "CastValueError",
+    "DisallowedCastError",
+    "InvalidStringError",
+    "OnnxType",
+    "OpsetError",
+    "UnknownTypeError",
+    "UnsupportedTypeError",
+    "__version__",
+    "can_cast",
+    "cast",
+    "cast_like",
+    "onnx_type",
+]

@@ -1,0 +1,292 @@
+"""The public entry points: resolve the namespace, the types and the plan, then run the rules."""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any
+
+import array_api_compat as aac
+import numpy as np
+
+from .backends import Adapter, adapter_for, onnx_type_of_dtype
+from .errors import BackendTypeError, CastTypeError, UnknownTypeError, UnsupportedTypeError
+from .spec.opsets import Op, version_for
+from .spec.plan import Plan, resolve
+from .spec.types import COMPLEX_CODES, TYPES, TYPES_BY_NAME, OnnxType, TypeSpec
+
+__all__ = ["can_cast", "cast", "cast_like", "onnx_type", "resolve_type"]
+
+_UNSUPPORTED_NAMES = {"COMPLEX64", "COMPLEX128", "UNDEFINED"}
+_COMPLEX_MESSAGE = "casting from/to complex is not supported"
+
+
+def _is_array(obj: Any) -> bool:
+    return aac.is_array_api_obj(obj) or isinstance(obj, np.generic)
+
+
+def resolve_type(obj: Any) -> TypeSpec:
+    """The ONNX type named by ``obj`` (R1): a name, a code, a dtype of any library, an array.
+
+    Raises
+    ------
+    UnknownTypeError
+        ``obj`` names no ONNX type castlike knows.
+    UnsupportedTypeError
+        ``obj`` is COMPLEX64, COMPLEX128 or UNDEFINED.
+    """
+    if isinstance(obj, TypeSpec):
+        return obj
+    if isinstance(obj, OnnxType):
+        return TYPES[obj]
+    if isinstance(obj, bool):
+        raise UnknownTypeError(f"{obj!r} is not a type; pass an ONNX name, a code or a dtype")
+    if isinstance(obj, (int, np.integer)):
+        code = int(obj)
+        if code in COMPLEX_CODES:
+            raise UnsupportedTypeError(f"{_COMPLEX_MESSAGE} ({COMPLEX_CODES[code]}, code {code})")
+        if code == 0:
+            raise UnsupportedTypeError("type code 0 is UNDEFINED; it cannot be cast to or from")
+        try:
+            return TYPES[OnnxType(code)]
+        except ValueError:
+            raise UnknownTypeError(f"{code} is not an ONNX TensorProto type code") from None
+    if isinstance(obj, str):
+        name = obj.strip().upper()
+        if name in TYPES_BY_NAME:
+            return TYPES_BY_NAME[name]
+        if name in _UNSUPPORTED_NAMES:
+            if name.startswith("COMPLEX"):
+                raise UnsupportedTypeError(f"{_COMPLEX_MESSAGE} ({name})")
+            raise UnsupportedTypeError("UNDEFINED cannot be cast to or from")
+        close = difflib.get_close_matches(name, list(TYPES_BY_NAME), n=3)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise UnknownTypeError(f"unknown ONNX type name {obj!r}{hint}")
+    if _is_array(obj):
+        return resolve_type(obj.dtype) if not _holds_strings(obj) else TYPES[OnnxType.STRING]
+    found = onnx_type_of_dtype(obj)
+    if found is not None:
+        return TYPES[found]
+    if _is_complex_dtype(obj):
+        raise UnsupportedTypeError(f"{_COMPLEX_MESSAGE} (dtype {obj})")
+    raise UnknownTypeError(
+        f"{obj!r} is not an ONNX type: pass an ONNX name (e.g. 'FLOAT8E4M3FN'), "
+        "a TensorProto code, or a dtype of numpy/ml_dtypes, torch or jax"
+    )
+
+
+def _holds_strings(x: Any) -> bool:
+    return isinstance(x, (np.ndarray, np.generic)) and x.dtype.kind in "USOT"
+
+
+def _is_complex_dtype(obj: Any) -> bool:
+    try:
+        return np.dtype(obj).kind == "c"
+    except (TypeError, ValueError):
+        return "complex" in str(obj)
+
+
+def onnx_type(dtype_or_array: Any) -> OnnxType:
+    """The :class:`OnnxType` of a dtype (any library), an array, a name or a code.
+
+    Examples
+    --------
+    >>> import numpy as np, ml_dtypes, castlike
+    >>> castlike.onnx_type(np.float32)
+    <OnnxType.FLOAT: 1>
+    >>> castlike.onnx_type(np.zeros(3, ml_dtypes.float8_e4m3fn))
+    <OnnxType.FLOAT8E4M3FN: 17>
+    """
+    return OnnxType(resolve_type(dtype_or_array).code)
+
+
+def can_cast(src: Any, dst: Any, *, op: str = "Cast", opset: int | None = None) -> bool:
+    """Whether ``op`` at ``opset`` allows casting ``src`` to ``dst`` (types as for :func:`cast`).
+
+    Parameters
+    ----------
+    src, dst
+        Types: ONNX names, codes, dtypes or arrays.
+    op : {"Cast", "CastLike"}
+        The operator whose type constraints apply.
+    opset : int, optional
+        The opset; None means the latest definitions (for CastLike: those of the latest Cast).
+
+    Returns
+    -------
+    bool
+        False where the version lacks either type or the operator does not exist at ``opset``.
+    """
+    operator = _parse_op(op)
+    if operator is Op.CAST_LIKE and opset is None:
+        operator = Op.CAST
+    version = version_for(operator, opset)
+    if version is None:
+        return False
+    s, d = resolve_type(src), resolve_type(dst)
+    return OnnxType(s.code) in version.types and OnnxType(d.code) in version.types
+
+
+def _parse_op(op: str | Op) -> Op:
+    if isinstance(op, Op):
+        return op
+    for candidate in Op:
+        if str(op).lower() == candidate.value.lower():
+            return candidate
+    raise CastTypeError(f"unknown operator {op!r}; expected 'Cast' or 'CastLike'")
+
+
+def _as_array(x: Any) -> tuple[Any, bool]:
+    """``x`` as an array of its library; Python scalars and lists become NumPy (R10).
+
+    Returns the array and whether the caller passed a NumPy scalar (to hand one back).
+    """
+    if isinstance(x, np.generic):
+        return np.asarray(x), True
+    if aac.is_array_api_obj(x):
+        return x, False
+    return np.asarray(x), False
+
+
+def _run(op: Op, x: Any, target: TypeSpec, options: dict[str, Any]) -> Any:
+    array, scalar = _as_array(x)
+    xp = aac.array_namespace(array)
+    adapter = adapter_for(xp)
+    source = resolve_type(array) if not _holds_strings(array) else TYPES[OnnxType.STRING]
+    plan = resolve(op, source, target, **options)
+    _check_backend_holds(adapter, plan)
+    if source.code == OnnxType.STRING or target.code == OnnxType.STRING:
+        from . import strings
+
+        result = strings.cast_strings(array, plan, adapter)
+    else:
+        result = adapter.engine().cast(_native_order(array), plan)
+    if scalar and isinstance(result, np.ndarray):
+        return result[()]
+    return result
+
+
+def _native_order(array: Any) -> Any:
+    """Byte-swapped NumPy input becomes native order (a copy); others pass through."""
+    if isinstance(array, np.ndarray) and not array.dtype.isnative:
+        return array.astype(array.dtype.newbyteorder("="))
+    return array
+
+
+def _check_backend_holds(adapter: Adapter, plan: Plan) -> None:
+    for t in (plan.source, plan.target):
+        if t.code == OnnxType.STRING:
+            continue  # R9: strings live in NumPy arrays whatever the numeric library
+        if adapter.native_dtype(t) is None:
+            raise BackendTypeError(
+                f"{plan.describe()}: {adapter.name} cannot hold {t.name}; "
+                f"{adapter.cannot_hold_hint(t)}"
+            )
+
+
+def cast(
+    x: Any,
+    to: Any,
+    /,
+    *,
+    saturate: bool = True,
+    round_mode: str = "up",
+    opset: int | None = None,
+    profile: str = "spec",
+) -> Any:
+    """Cast ``x`` to the ONNX type ``to`` exactly as the ONNX ``Cast`` operator defines.
+
+    Parameters
+    ----------
+    x : array or scalar
+        NumPy (with ml_dtypes), PyTorch, JAX or Dask array.  Python scalars and lists are
+        taken as NumPy arrays; a NumPy scalar gives a NumPy scalar back.  ``x`` is never
+        modified.
+    to : str, int, dtype or array
+        The target type: an ONNX name (case-insensitive, e.g. ``"FLOAT8E4M3FN"``), a
+        ``TensorProto`` code, a dtype of any supported library, or an array whose dtype to use.
+    saturate : bool, default True
+        The ``saturate`` attribute (Cast-19+): for float8 targets, out-of-range values and Inf
+        become +-max instead of NaN/Inf; for FLOAT8E8M0, see ``round_mode``.
+    round_mode : {"up", "down", "nearest"}, default "up"
+        The ``round_mode`` attribute (Cast-24+), used by FLOAT8E8M0 targets only.
+    opset : int, optional
+        Validate against this opset's version of Cast (allowed types, attributes, the FNUZ
+        change at 24).  None means the latest definitions.
+    profile : {"spec", "reference", "legacy"}, default "spec"
+        ``"spec"`` follows the operator text (RULES.md); ``"reference"`` reproduces
+        ``onnx.reference`` of onnx >= 1.19 bit for bit; ``"legacy"`` that of onnx <= 1.18.
+
+    Returns
+    -------
+    array
+        Same library, device and shape as ``x``, with the target's dtype.
+
+    Raises
+    ------
+    CastTypeError
+        Unknown or unsupported types, a pair the opset does not allow, or a type the array
+        library cannot hold.
+    CastValueError
+        Bad options (unknown profile or round_mode, an attribute the opset lacks).
+
+    Examples
+    --------
+    >>> import numpy as np, castlike
+    >>> y = castlike.cast(np.array([0.1, 448.0, 500.0, np.inf]), "FLOAT8E4M3FN")
+    >>> [hex(b) for b in y.view(np.uint8)]
+    ['0x1d', '0x7e', '0x7e', '0x7e']
+    """
+    target = resolve_type(to)
+    options = {"saturate": saturate, "round_mode": round_mode, "opset": opset, "profile": profile}
+    return _run(Op.CAST, x, target, options)
+
+
+def cast_like(
+    x: Any,
+    like: Any,
+    /,
+    *,
+    saturate: bool = True,
+    round_mode: str = "up",
+    opset: int | None = None,
+    profile: str = "spec",
+) -> Any:
+    """Cast ``x`` to the element type of ``like``, as the ONNX ``CastLike`` operator defines.
+
+    Parameters
+    ----------
+    x : array or scalar
+        As for :func:`cast`.
+    like : array, dtype, str or int
+        An array whose element type to use, or anything :func:`cast` accepts as ``to``.
+        An array of a different library than ``x`` is an error (pass its dtype instead),
+        except a NumPy string array, which pairs with any library (R9).
+    saturate, round_mode, opset, profile
+        As for :func:`cast`.  With ``opset=None`` CastLike behaves as the latest Cast; with an
+        explicit opset it is validated against CastLike's own versions (15 and later).
+
+    Returns
+    -------
+    array
+        Same library, device and shape as ``x``, with ``like``'s element type.
+
+    Examples
+    --------
+    >>> import numpy as np, ml_dtypes, castlike
+    >>> castlike.cast_like(np.array([1.0, 2.5]), np.zeros(1, ml_dtypes.int4))
+    array([1, 2], dtype=int4)
+    """
+    if _is_array(like) and not _holds_strings(like):
+        x_array, _ = _as_array(x)
+        if aac.is_array_api_obj(x_array) and not _holds_strings(x_array):
+            x_ns = aac.array_namespace(x_array)
+            like_ns = aac.array_namespace(np.asarray(like) if isinstance(like, np.generic) else like)
+            if adapter_for(x_ns) is not adapter_for(like_ns):
+                raise CastTypeError(
+                    f"CastLike: x is a {adapter_for(x_ns).name} array but like is a "
+                    f"{adapter_for(like_ns).name} array; pass like.dtype or an ONNX type name "
+                    "instead"
+                )
+    target = resolve_type(like)
+    options = {"saturate": saturate, "round_mode": round_mode, "opset": opset, "profile": profile}
+    return _run(Op.CAST_LIKE, x, target, options)

@@ -1,0 +1,56 @@
+"""The one exception family of castlike (RULES.md R11).
+
+Every error castlike raises on purpose is a :class:`CastError`.  Problems with *types* are also
+:class:`TypeError` s, problems with *values* (options, invalid strings) also :class:`ValueError` s,
+so that ordinary ``except TypeError`` / ``except ValueError`` code keeps working.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BackendTypeError",
+    "CastError",
+    "CastTypeError",
+    "CastValueError",
+    "DisallowedCastError",
+    "InvalidStringError",
+    "OpsetError",
+    "UnknownTypeError",
+    "UnsupportedTypeError",
+]
+
+
+class CastError(Exception):
+    """Base class of every error castlike raises on purpose."""
+
+
+class CastTypeError(CastError, TypeError):
+    """A problem with the types involved in a cast."""
+
+
+class CastValueError(CastError, ValueError):
+    """A problem with a value: an option, an opset, or an element that cannot be read."""
+
+
+class UnknownTypeError(CastTypeError):
+    """A name, code or dtype that is not one of the ONNX element types castlike knows."""
+
+
+class UnsupportedTypeError(CastTypeError):
+    """A type castlike never casts: COMPLEX64, COMPLEX128, UNDEFINED."""
+
+
+class DisallowedCastError(CastTypeError):
+    """A (source, target) pair that the requested operator version does not allow."""
+
+
+class BackendTypeError(CastTypeError):
+    """A type the array library in use cannot hold (e.g. FLOAT4E2M1 on PyTorch)."""
+
+
+class OpsetError(CastValueError):
+    """An opset the operator does not exist in, or an attribute the version lacks."""
+
+
+class InvalidStringError(CastValueError):
+    """A string element that is not a number by the grammar of RULES.md R9."""

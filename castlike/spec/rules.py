@@ -1,0 +1,174 @@
+"""The special rules of RULES.md R3-R8 and the profiles of R12, as data.
+
+The oracle (:mod:`castlike.spec.reference`) and every backend read these tables; nothing here
+computes on arrays.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, replace
+
+from .types import OnnxType, Special, TypeSpec
+
+__all__ = [
+    "FLOAT8_TYPES",
+    "OVERFLOW_RULES",
+    "PROFILES",
+    "ROUNDED_VIA_FLOAT_TARGETS",
+    "SATURATE_TYPES",
+    "WIDE_SOURCES",
+    "Action",
+    "Mode",
+    "Profile",
+    "ProfileRules",
+    "RoundMode",
+    "overflow_rule",
+]
+
+
+class RoundMode(enum.Enum):
+    """``round_mode`` of Cast-24+, used by FLOAT8E8M0 targets only (R6)."""
+
+    UP = "up"
+    DOWN = "down"
+    NEAREST = "nearest"
+
+
+class Profile(enum.Enum):
+    """Which body of rules to follow (R12)."""
+
+    SPEC = "spec"
+    REFERENCE = "reference"
+    LEGACY = "legacy"
+
+    @property
+    def rules(self) -> ProfileRules:
+        return PROFILES[self]
+
+
+@dataclass(frozen=True)
+class ProfileRules:
+    """The knobs in which the profiles differ (R12).  Each is named after what it changes."""
+
+    #: onnx.reference converts through ml_dtypes, which rounds DOUBLE/INT32/UINT32/INT64/UINT64
+    #: sources to FLOAT first for the targets in ROUNDED_VIA_FLOAT_TARGETS (double rounding).
+    wide_sources_via_float: bool
+    #: float -> INT4/UINT4/INT2/UINT2: "half_even" (int4/int2 notes) or "toward_zero" (ml_dtypes).
+    sub_byte_rounding: str
+    #: NaN -> FLOAT4E2M1/FLOAT6*: "max" (float4 note) or "opposite_zero" (ml_dtypes: +NaN -> -0).
+    finite_only_nan: str
+    #: -> FLOAT8E8M0: "rules" (R6) or "onnx_helper" (onnx.numpy_helper.to_float8e8m0).
+    e8m0: str
+    #: +-Inf -> FNUZ with saturate: "by_opset" (R2) or "max" (every version).
+    fnuz_inf: str
+    #: -> BFLOAT16: "nearest_even" or "truncate" (keep the upper 16 bits of the FLOAT).
+    bfloat16: str
+    #: Number <-> string: "spec" (R9) or "numpy" (numpy.astype(str) text).
+    strings: str
+
+
+PROFILES: dict[Profile, ProfileRules] = {
+    Profile.SPEC: ProfileRules(
+        wide_sources_via_float=False,
+        sub_byte_rounding="half_even",
+        finite_only_nan="max",
+        e8m0="rules",
+        fnuz_inf="by_opset",
+        bfloat16="nearest_even",
+        strings="spec",
+    ),
+    Profile.REFERENCE: ProfileRules(
+        wide_sources_via_float=True,
+        sub_byte_rounding="toward_zero",
+        finite_only_nan="opposite_zero",
+        e8m0="onnx_helper",
+        fnuz_inf="max",
+        bfloat16="nearest_even",
+        strings="numpy",
+    ),
+}
+PROFILES[Profile.LEGACY] = replace(PROFILES[Profile.REFERENCE], bfloat16="truncate")
+
+_T = OnnxType
+
+#: The float8 types of R4.
+FLOAT8_TYPES = frozenset({_T.FLOAT8E4M3FN, _T.FLOAT8E4M3FNUZ, _T.FLOAT8E5M2, _T.FLOAT8E5M2FNUZ})
+#: Targets whose conversion the ``saturate`` attribute changes (R4, R6).
+SATURATE_TYPES = FLOAT8_TYPES | {_T.FLOAT8E8M0}
+#: Sources wider than FLOAT's 24-bit significand: rounded once, directly (R3), by the spec.
+WIDE_SOURCES = frozenset({_T.DOUBLE, _T.INT32, _T.UINT32, _T.INT64, _T.UINT64})
+#: Targets that ml_dtypes (hence onnx.reference) reaches from a wide source through FLOAT.
+ROUNDED_VIA_FLOAT_TARGETS = SATURATE_TYPES | {
+    _T.BFLOAT16,
+    _T.FLOAT4E2M1,
+    _T.FLOAT6E2M3,
+    _T.FLOAT6E3M2,
+}
+
+
+class Action(enum.Enum):
+    """What an out-of-range value (or Inf) becomes."""
+
+    MAX = "max"  # +-largest finite value
+    INF = "inf"  # +-Inf
+    NAN = "nan"  # the format's NaN (sign kept where the format has one)
+
+
+@dataclass(frozen=True)
+class OverflowRule:
+    """R4/R5 table rows: what Inf and a rounded value beyond max become."""
+
+    inf: Action
+    overflow: Action
+
+
+#: (format special, saturate) -> rule.  IEEE formats other than FLOAT8E5M2 ignore saturate.
+OVERFLOW_RULES: dict[tuple[Special, bool], OverflowRule] = {
+    (Special.IEEE, True): OverflowRule(Action.MAX, Action.MAX),  # FLOAT8E5M2, saturate
+    (Special.IEEE, False): OverflowRule(Action.INF, Action.INF),
+    (Special.FN, True): OverflowRule(Action.MAX, Action.MAX),
+    (Special.FN, False): OverflowRule(Action.NAN, Action.NAN),
+    (Special.FNUZ, True): OverflowRule(Action.MAX, Action.MAX),
+    (Special.FNUZ, False): OverflowRule(Action.NAN, Action.NAN),
+    # R5: finite-only formats always saturate; saturate does not apply.
+    (Special.FINITE, True): OverflowRule(Action.MAX, Action.MAX),
+    (Special.FINITE, False): OverflowRule(Action.MAX, Action.MAX),
+}
+
+
+@dataclass(frozen=True)
+class Mode:
+    """The options of one cast, resolved against an opset (see ``castlike.cast``)."""
+
+    saturate: bool = True
+    round_mode: RoundMode = RoundMode.UP
+    profile: Profile = Profile.SPEC
+    #: Set by the opset (R2): Cast/CastLike 19-23.
+    inf_to_fnuz_is_nan: bool = False
+
+    def effective_for(self, target: TypeSpec) -> Mode:
+        """The same mode with the options ``target`` ignores set to their defaults.
+
+        Two modes with equal ``effective_for`` give the same results; caches key on it.
+        """
+        t = OnnxType(target.code)
+        saturate = self.saturate if t in SATURATE_TYPES else True
+        round_mode = self.round_mode if t is _T.FLOAT8E8M0 else RoundMode.UP
+        fnuz = self.inf_to_fnuz_is_nan if t in (_T.FLOAT8E4M3FNUZ, _T.FLOAT8E5M2FNUZ) else False
+        return Mode(saturate, round_mode, self.profile, fnuz)
+
+
+def overflow_rule(target: TypeSpec, mode: Mode) -> OverflowRule:
+    """The R4/R5 rule for a float target (IEEE wider than 8 bits always overflows to Inf)."""
+    fmt = target.fmt
+    saturate = mode.saturate if OnnxType(target.code) in SATURATE_TYPES else False
+    rule = OVERFLOW_RULES[(fmt.special, saturate)]
+    if (
+        fmt.special is Special.FNUZ
+        and saturate
+        and mode.inf_to_fnuz_is_nan
+        and mode.profile.rules.fnuz_inf == "by_opset"
+    ):
+        rule = replace(rule, inf=Action.NAN)
+    return rule
