@@ -9,7 +9,13 @@ import array_api_compat as aac
 import numpy as np
 
 from .backends import Adapter, adapter_for, onnx_type_of_dtype
-from .errors import BackendTypeError, CastTypeError, UnknownTypeError, UnsupportedTypeError
+from .errors import (
+    BackendTypeError,
+    CastTypeError,
+    CastValueError,
+    UnknownTypeError,
+    UnsupportedTypeError,
+)
 from .spec.opsets import Op, version_for
 from .spec.plan import Plan, resolve
 from .spec.types import COMPLEX_CODES, TYPES, TYPES_BY_NAME, OnnxType, TypeSpec
@@ -147,7 +153,16 @@ def _as_array(x: Any) -> tuple[Any, bool]:
     return np.asarray(x), False
 
 
-def _run(op: Op, x: Any, target: TypeSpec, options: dict[str, Any]) -> Any:
+def _check_errors(errors: str) -> str:
+    if errors not in ("raise", "coerce"):
+        raise CastValueError(f"errors must be 'raise' or 'coerce', got {errors!r}")
+    return errors
+
+
+def _run(
+    op: Op, x: Any, target: TypeSpec, options: dict[str, Any], errors: str, like: Any = None
+) -> Any:
+    _check_errors(errors)
     array, scalar = _as_array(x)
     xp = aac.array_namespace(array)
     adapter = adapter_for(xp)
@@ -157,7 +172,7 @@ def _run(op: Op, x: Any, target: TypeSpec, options: dict[str, Any]) -> Any:
     if source.code == OnnxType.STRING or target.code == OnnxType.STRING:
         from . import strings
 
-        result = strings.cast_strings(array, plan, adapter)
+        result = strings.cast_strings(array, plan, adapter, errors=errors, like=like)
     else:
         result = adapter.engine().cast(_native_order(array), plan)
     if scalar and isinstance(result, np.ndarray):
@@ -192,6 +207,7 @@ def cast(
     round_mode: str = "up",
     opset: int | None = None,
     profile: str = "spec",
+    errors: str = "raise",
 ) -> Any:
     """Cast ``x`` to the ONNX type ``to`` exactly as the ONNX ``Cast`` operator defines.
 
@@ -215,6 +231,10 @@ def cast(
     profile : {"spec", "reference", "legacy"}, default "spec"
         ``"spec"`` follows the operator text (RULES.md); ``"reference"`` reproduces
         ``onnx.reference`` of onnx >= 1.19 bit for bit; ``"legacy"`` that of onnx <= 1.18.
+    errors : {"raise", "coerce"}, default "raise"
+        STRING sources only (R9): an element that is not a number raises
+        :class:`InvalidStringError` naming its index and text, or, with ``"coerce"``, becomes
+        NaN (targets without a NaN still raise).
 
     Returns
     -------
@@ -238,7 +258,7 @@ def cast(
     """
     target = resolve_type(to)
     options = {"saturate": saturate, "round_mode": round_mode, "opset": opset, "profile": profile}
-    return _run(Op.CAST, x, target, options)
+    return _run(Op.CAST, x, target, options, errors)
 
 
 def cast_like(
@@ -250,6 +270,7 @@ def cast_like(
     round_mode: str = "up",
     opset: int | None = None,
     profile: str = "spec",
+    errors: str = "raise",
 ) -> Any:
     """Cast ``x`` to the element type of ``like``, as the ONNX ``CastLike`` operator defines.
 
@@ -261,7 +282,7 @@ def cast_like(
         An array whose element type to use, or anything :func:`cast` accepts as ``to``.
         An array of a different library than ``x`` is an error (pass its dtype instead),
         except a NumPy string array, which pairs with any library (R9).
-    saturate, round_mode, opset, profile
+    saturate, round_mode, opset, profile, errors
         As for :func:`cast`.  With ``opset=None`` CastLike behaves as the latest Cast; with an
         explicit opset it is validated against CastLike's own versions (15 and later).
 
@@ -289,4 +310,4 @@ def cast_like(
                 )
     target = resolve_type(like)
     options = {"saturate": saturate, "round_mode": round_mode, "opset": opset, "profile": profile}
-    return _run(Op.CAST_LIKE, x, target, options)
+    return _run(Op.CAST_LIKE, x, target, options, errors, like=like)

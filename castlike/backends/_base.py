@@ -71,6 +71,16 @@ class Adapter(ABC):
         flat = xp.reshape(index, (-1,))
         return xp.reshape(xp.take(table, flat), index.shape)
 
+    # -- moving data (tests, the parity command, string results) ---------------------------
+    def from_numpy(self, array: np.ndarray, like: Any = None) -> Any:
+        """A NumPy array of a numeric ONNX type as an array of this library (on ``like``'s
+        device when given).  Raises BackendTypeError if the library cannot hold the type."""
+        raise NotImplementedError
+
+    def to_numpy(self, x: Any) -> np.ndarray:
+        """An array of this library as a NumPy array of the same ONNX type (bits kept)."""
+        raise NotImplementedError
+
     # -- the engine ---------------------------------------------------------------------------
     def engine(self) -> Engine:
         """The rule engine bound to this adapter (subclasses may return a specialised one)."""

@@ -95,6 +95,12 @@ class NumpyAdapter(Adapter):
     def take(self, table: Any, index: Any) -> np.ndarray:
         return np.take(table, index)
 
+    def from_numpy(self, array: np.ndarray, like: Any = None) -> np.ndarray:
+        return np.asarray(array)
+
+    def to_numpy(self, x: Any) -> np.ndarray:
+        return np.asarray(x)
+
     def engine(self) -> Engine:
         return NumpyEngine(self)
 

@@ -23,6 +23,7 @@ __all__ = [
     "Profile",
     "ProfileRules",
     "RoundMode",
+    "canonical_mode",
     "overflow_rule",
 ]
 
@@ -155,8 +156,47 @@ class Mode:
         t = OnnxType(target.code)
         saturate = self.saturate if t in SATURATE_TYPES else True
         round_mode = self.round_mode if t is _T.FLOAT8E8M0 else RoundMode.UP
-        fnuz = self.inf_to_fnuz_is_nan if t in (_T.FLOAT8E4M3FNUZ, _T.FLOAT8E5M2FNUZ) else False
+        fnuz_target = t in (_T.FLOAT8E4M3FNUZ, _T.FLOAT8E5M2FNUZ)
+        fnuz = self.inf_to_fnuz_is_nan and saturate and fnuz_target
         return Mode(saturate, round_mode, self.profile, fnuz)
+
+
+def _relevant_knobs(source: TypeSpec, target: TypeSpec, mode: Mode) -> tuple[str, ...]:
+    """The :class:`ProfileRules` fields that can change a ``source`` -> ``target`` cast."""
+    s, t = OnnxType(source.code), OnnxType(target.code)
+    floaty = source.kind.value in ("float", "string")  # sources that carry fractions or NaN
+    knobs = []
+    if s in WIDE_SOURCES and t in ROUNDED_VIA_FLOAT_TARGETS:
+        knobs.append("wide_sources_via_float")
+    if target.is_sub_byte and target.is_integer and floaty:
+        knobs.append("sub_byte_rounding")
+    if target.float_format is not None and target.fmt.special is Special.FINITE and floaty:
+        knobs.append("finite_only_nan")
+    if t is _T.FLOAT8E8M0:
+        knobs.append("e8m0")
+    if mode.inf_to_fnuz_is_nan:  # effective_for() keeps it only where it applies
+        knobs.append("fnuz_inf")
+    if t is _T.BFLOAT16:
+        knobs.append("bfloat16")
+    if _T.STRING in (s, t):
+        knobs.append("strings")
+    return tuple(knobs)
+
+
+def canonical_mode(mode: Mode, source: TypeSpec, target: TypeSpec) -> Mode:
+    """The simplest mode that gives the same results as ``mode`` for this pair.
+
+    Options the target ignores take their defaults, and the profile becomes the first of
+    spec / reference / legacy whose rules agree with ``mode.profile`` on every knob that can
+    change this pair.  Caches of results key on it.
+    """
+    mode = mode.effective_for(target)
+    knobs = _relevant_knobs(source, target, mode)
+    wanted = [getattr(mode.profile.rules, k) for k in knobs]
+    for profile in Profile:
+        if [getattr(profile.rules, k) for k in knobs] == wanted:
+            return replace(mode, profile=profile)
+    return mode
 
 
 def overflow_rule(target: TypeSpec, mode: Mode) -> OverflowRule:

@@ -1,0 +1,7 @@
+"""``python -m castlike``: the same as the ``castlike`` command."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

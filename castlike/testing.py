@@ -1,0 +1,394 @@
+"""Test inputs, oracle answers and bitwise comparison, shared by the test suite and the
+``castlike parity`` command.
+
+Everything here works on NumPy arrays on the host: backends' results are brought back with
+:func:`to_host` before they are compared.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .backends.numpy import ADAPTER as NUMPY, NUMPY_DTYPES
+from .spec.reference import cast_bits, decode
+from .spec.rules import Mode, Profile, RoundMode, canonical_mode
+from .spec.types import TYPES, OnnxType, Special, TypeSpec
+
+__all__ = [
+    "Mismatch",
+    "all_modes",
+    "assert_cast_equal",
+    "compare_bits",
+    "curated_inputs",
+    "exhaustive_inputs",
+    "numeric_types",
+    "oracle_bits",
+    "random_inputs",
+    "to_host",
+]
+
+_T = OnnxType
+
+
+def numeric_types() -> list[TypeSpec]:
+    """Every numeric ONNX type (all but STRING), by code."""
+    return [t for t in TYPES.values() if t.is_numeric]
+
+
+def all_modes() -> list[Mode]:
+    """Every (saturate, round_mode, profile) combination, at the latest opset."""
+    return [
+        Mode(saturate=s, round_mode=r, profile=p)
+        for p, s, r in itertools.product(Profile, (True, False), RoundMode)
+    ]
+
+
+def mode_id(mode: Mode) -> str:
+    """A short test id: ``sat-up-spec``, ``nosat-nearest-reference`` ..."""
+    text = f"{'sat' if mode.saturate else 'nosat'}-{mode.round_mode.value}-{mode.profile.value}"
+    return text + ("-fnuz19" if mode.inf_to_fnuz_is_nan else "")
+
+
+# -- inputs ------------------------------------------------------------------------------------
+
+
+def exhaustive_inputs(t: TypeSpec) -> np.ndarray:
+    """Every bit pattern of a type of 16 bits or fewer, as a NumPy array of that type."""
+    if t.bits > 16:
+        raise ValueError(f"{t.name} has too many patterns to enumerate")
+    storage = np.dtype(f"uint{t.storage_bits}")
+    return NUMPY.from_bits(np.arange(1 << t.bits, dtype=storage), t)
+
+
+def _float_values_near(v: float) -> list[float]:
+    """``v`` and its neighbours one and two units in the last place away, in DOUBLE and FLOAT."""
+    out = [v]
+    for dtype in (np.float64, np.float32):
+        with np.errstate(all="ignore"):
+            x = dtype(v)
+            if not np.isfinite(x):
+                continue
+        down, up = x, x
+        with np.errstate(all="ignore"):
+            for _ in range(2):
+                down = np.nextafter(down, dtype(-np.inf))
+                up = np.nextafter(up, dtype(np.inf))
+                out += [float(down), float(up)]
+        out.append(float(x))
+    return out
+
+
+def _boundary_values() -> list[float]:
+    """Values where a rule changes: ties, +-max and the overflow boundary, subnormals, 2**k."""
+    points: set[float] = {0.0, 1.0, 0.5, 1.5, 2.5, 3.5, -2.5, 100.5, -2.7}
+    for t in numeric_types():
+        if t.is_float:
+            fmt = t.fmt
+            if fmt.total_bits <= 16:
+                values = [decode(b, t) for b in range(1 << fmt.total_bits)]
+                finite = sorted({float(v.magnitude) for v in values if v.kind == "finite"})
+                pairs = list(itertools.pairwise(finite))
+                if len(pairs) > 256:  # 16-bit formats: both ends and an even sample between
+                    pairs = pairs[:16] + pairs[16:-16:257] + pairs[-16:]
+                for lo, hi in pairs:
+                    points.add((lo + hi) / 2)  # a tie (exact in DOUBLE)
+                    points.add(lo)
+            mx = fmt.max_value
+            points.add(float(mx))
+            ulp_top = float(mx) - float(fmt.magnitude_of(fmt.max_bits - 1)) if fmt.max_bits else 0
+            if fmt.special is not Special.E8M0:
+                points.add(float(mx) + ulp_top / 2)  # the overflow rounding boundary
+                points.add(float(mx) + ulp_top)
+            if float(fmt.min_subnormal) > 0:
+                points.add(float(fmt.min_subnormal))
+                points.add(float(fmt.min_subnormal) / 2)
+                points.add(float(fmt.min_normal))
+        elif t.is_integer:
+            for edge in (t.int_min, t.int_max, t.int_max + 1, t.int_min - 1):
+                points.add(float(edge))
+    for k in (-149, -127, -126, -24, -14, 24, 31, 32, 53, 63, 64, 127, 128):
+        points.add(math.ldexp(1.0, k))
+        points.add(math.ldexp(1.5, k))
+    points.add(1 + 2**-4 + 2**-40)
+    points.add(1 + 2**-8 + 2**-40)
+    points.add(1 + 2**-11 + 2**-40)
+    return sorted(points)
+
+
+def curated_inputs(t: TypeSpec) -> np.ndarray:
+    """Hand-picked inputs of a wide type (FLOAT, DOUBLE, 32/64-bit integers).
+
+    Floats: ties of every target and their neighbours, +-max of every type and the overflow
+    rounding boundary, subnormals, 2**24 / 2**53 / 2**63 / 2**64 neighbours, NaN, +-Inf, -0.
+    Integers: the same points where the type holds them, and the integer edges.
+    """
+    dtype = NUMPY_DTYPES[_T(t.code)]
+    base = _boundary_values()
+    if t.is_float:
+        values: list[float] = []
+        for v in base:
+            values += _float_values_near(v)
+        values += [-v for v in values]
+        with np.errstate(all="ignore"):
+            arr = np.array(values, dtype=np.float64).astype(dtype)
+        specials = np.array([np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0], dtype=dtype)
+        arr = np.concatenate([arr, specials])
+        bits = NUMPY.bits(arr, t)
+        # Signalling NaN and NaN with payloads, as bit patterns.
+        extra = [0x7F800001, 0xFF800001, 0x7FC00001] if t.bits == 32 else [0x7FF0000000000001]
+        bits = np.concatenate([bits, np.array(extra, dtype=bits.dtype)])
+        return NUMPY.from_bits(np.unique(bits), t)
+    ints: set[int] = set()
+    lo, hi = t.int_min, t.int_max
+    for v in base:
+        if not math.isfinite(v):
+            continue
+        for n in (math.floor(v), math.ceil(v)):
+            for d in (-2, -1, 0, 1, 2):
+                for s in (1, -1):
+                    if lo <= s * n + d <= hi:
+                        ints.add(s * n + d)
+    for k in range(t.bits):
+        for d in (-1, 0, 1):
+            for value in ((1 << k) + d, -(1 << k) + d, (1 << k) + (1 << max(k - 25, 0)) + d):
+                if lo <= value <= hi:
+                    ints.add(value)
+    ints.update({lo, hi, 0})
+    return np.array(sorted(ints), dtype=object).astype(dtype)
+
+
+def random_inputs(t: TypeSpec, n: int, seed: int) -> np.ndarray:
+    """``n`` uniformly random bit patterns of a wide type, reproducible from ``seed``."""
+    rng = np.random.default_rng(seed)
+    storage = np.dtype(f"uint{t.storage_bits}")
+    bits = rng.integers(0, np.iinfo(storage).max, size=n, dtype=storage, endpoint=True)
+    return NUMPY.from_bits(bits, t)
+
+
+# -- oracle ------------------------------------------------------------------------------------
+
+
+@lru_cache(maxsize=1)
+def _spec_fingerprint() -> str:
+    """Hash of the spec's source: cached oracle answers are invalid once the rules change."""
+    here = Path(__file__).parent / "spec"
+    digest = hashlib.sha256()
+    for path in sorted(here.glob("*.py")):
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def default_cache_dir() -> Path:
+    """Where oracle answers are cached: ``$CASTLIKE_CACHE`` or ``~/.cache/castlike``."""
+    root = os.environ.get("CASTLIKE_CACHE")
+    if root:
+        return Path(root)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "castlike"
+
+
+def oracle_bits(
+    source: TypeSpec,
+    target: TypeSpec,
+    mode: Mode,
+    inputs: np.ndarray,
+    *,
+    cache_dir: Path | None = None,
+    cache_key: str | None = None,
+) -> np.ndarray:
+    """The oracle's result bits (uint64) for every element of the NumPy array ``inputs``.
+
+    With ``cache_dir`` and ``cache_key`` the answers are stored on disk, keyed by the spec's
+    fingerprint, the pair and the canonical mode, so that later runs and other backends reuse
+    them.
+    """
+    mode = canonical_mode(mode, source, target)
+    path = None
+    if cache_dir is not None and cache_key is not None:
+        path = _cache_path(cache_dir, source, target, mode, cache_key)
+        if path.exists():
+            cached: np.ndarray = np.load(path)
+            if cached.shape == (inputs.size,):
+                return cached
+    flat = NUMPY.bits(np.ascontiguousarray(inputs).reshape(-1), source)
+    out = np.fromiter(
+        (cast_bits(int(b), source, target, mode) for b in flat),
+        dtype=np.uint64,
+        count=flat.size,
+    )
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp.npy")
+        np.save(tmp, out)
+        os.replace(tmp, path)
+    return out
+
+
+@dataclass(frozen=True)
+class OracleJob:
+    """One oracle table to compute: a pair, a mode and which inputs (by a cache key)."""
+
+    source: TypeSpec
+    target: TypeSpec
+    mode: Mode
+    cache_key: str
+
+
+def inputs_for(source: TypeSpec, cache_key: str) -> np.ndarray:
+    """The inputs a cache key names: "all" (every pattern) or "curated"."""
+    if cache_key == "all":
+        return exhaustive_inputs(source)
+    if cache_key == "curated":
+        return curated_inputs(source)
+    raise ValueError(f"unknown input set {cache_key!r}")
+
+
+def _run_job(job: OracleJob, cache_dir: Path) -> None:
+    oracle_bits(
+        job.source,
+        job.target,
+        job.mode,
+        inputs_for(job.source, job.cache_key),
+        cache_dir=cache_dir,
+        cache_key=job.cache_key,
+    )
+
+
+def precompute(jobs: Sequence[OracleJob], cache_dir: Path, workers: int | None = None) -> None:
+    """Fill the oracle cache for ``jobs`` (deduplicated by canonical mode), in parallel."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    unique = {
+        OracleJob(j.source, j.target, canonical_mode(j.mode, j.source, j.target), j.cache_key)
+        for j in jobs
+    }
+    todo = [
+        j
+        for j in unique
+        if not _cache_path(cache_dir, j.source, j.target, j.mode, j.cache_key).exists()
+    ]
+    if not todo:
+        return
+    # Longest first: 16-bit sources dominate.
+    todo.sort(key=lambda j: -j.source.bits)
+    workers = workers or os.cpu_count() or 1
+    if workers == 1 or len(todo) == 1:
+        for job in todo:
+            _run_job(job, cache_dir)
+        return
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        for future in [pool.submit(_run_job, job, cache_dir) for job in todo]:
+            future.result()
+
+
+def _cache_path(cache_dir: Path, source: TypeSpec, target: TypeSpec, mode: Mode, key: str) -> Path:
+    name = f"{source.name}-{target.name}-{mode_id(mode)}-{key}-{_spec_fingerprint()}.npy"
+    return Path(cache_dir) / name
+
+
+# -- comparison --------------------------------------------------------------------------------
+
+
+def to_host(x: Any) -> np.ndarray:
+    """A backend's result as a NumPy array of the same ONNX type (for bit comparison)."""
+    if isinstance(x, (np.ndarray, np.generic)):
+        return np.asarray(x)
+    module = type(x).__module__.split(".")[0]
+    if module == "torch":
+        from .backends import adapter_named
+
+        return adapter_named("torch").to_numpy(x)  # type: ignore[attr-defined, no-any-return]
+    if module in ("jax", "jaxlib"):
+        from .backends import adapter_named
+
+        return adapter_named("jax").to_numpy(x)  # type: ignore[attr-defined, no-any-return]
+    if module == "dask":
+        return np.asarray(x.compute())
+    return np.asarray(x)
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """The first differing elements of a comparison."""
+
+    count: int
+    indices: np.ndarray
+    input_bits: np.ndarray
+    expected: np.ndarray
+    actual: np.ndarray
+
+    def describe(self, source: TypeSpec, target: TypeSpec, limit: int = 5) -> str:
+        width_in = max(1, (source.bits + 3) // 4)
+        width_out = max(1, (target.bits + 3) // 4)
+        rows = [
+            f"  input 0x{int(i):0{width_in}X} -> expected 0x{int(e):0{width_out}X}, "
+            f"actual 0x{int(a):0{width_out}X}"
+            for i, e, a in zip(self.input_bits[:limit], self.expected[:limit], self.actual[:limit])
+        ]
+        more = f"\n  ... and {self.count - limit} more" if self.count > limit else ""
+        return (
+            f"{self.count} mismatching element(s) casting {source.name} -> {target.name}:\n"
+            + "\n".join(rows)
+            + more
+        )
+
+
+def compare_bits(
+    result: Any, expected_bits: np.ndarray, source: TypeSpec, target: TypeSpec, inputs: np.ndarray
+) -> Mismatch | None:
+    """Compare a result with the oracle's bits; None when they agree.
+
+    IEEE targets (FLOAT16, FLOAT, DOUBLE, BFLOAT16) compare NaN as "is NaN" (R3); every other
+    type compares every bit, NaN encodings included.
+    """
+    host = to_host(result)
+    actual = NUMPY.bits(host.reshape(-1), target).astype(np.uint64)
+    expected = np.asarray(expected_bits, dtype=np.uint64).reshape(-1)
+    if actual.shape != expected.shape:
+        raise AssertionError(f"shape mismatch: {actual.shape} vs {expected.shape}")
+    differ = actual != expected
+    if target.is_float and target.fmt.special is Special.IEEE and target.bits >= 16:
+        nan_actual, nan_expected = _is_ieee_nan(actual, target), _is_ieee_nan(expected, target)
+        differ = np.where(nan_actual | nan_expected, nan_actual != nan_expected, differ)
+    if not differ.any():
+        return None
+    idx = np.flatnonzero(differ)
+    in_bits = NUMPY.bits(np.asarray(inputs).reshape(-1), source)[idx]
+    return Mismatch(int(idx.size), idx, in_bits, expected[idx], actual[idx])
+
+
+def _is_ieee_nan(bits: np.ndarray, t: TypeSpec) -> np.ndarray:
+    fmt = t.fmt
+    exponent = np.uint64(((1 << fmt.exponent_bits) - 1) << fmt.mantissa_bits)
+    mantissa = np.uint64((1 << fmt.mantissa_bits) - 1)
+    return ((bits & exponent) == exponent) & ((bits & mantissa) != 0)
+
+
+def assert_cast_equal(
+    result: Any,
+    expected_bits: np.ndarray,
+    source: TypeSpec,
+    target: TypeSpec,
+    inputs: np.ndarray,
+    *,
+    expected_dtype: Any = None,
+    expected_shape: Sequence[int] | None = None,
+) -> None:
+    """Assert dtype and shape (when given), then every bit (NaN per R3), with a readable diff."""
+    if expected_dtype is not None and result.dtype != expected_dtype:
+        raise AssertionError(f"dtype {result.dtype} != expected {expected_dtype}")
+    if expected_shape is not None and tuple(result.shape) != tuple(expected_shape):
+        raise AssertionError(f"shape {tuple(result.shape)} != expected {tuple(expected_shape)}")
+    mismatch = compare_bits(result, expected_bits, source, target, inputs)
+    if mismatch is not None:
+        raise AssertionError(mismatch.describe(source, target))

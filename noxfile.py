@@ -1,0 +1,94 @@
+"""nox sessions: ``nox`` with no arguments runs everything CI needs.
+
+PyTorch is installed with ``-c constraints.txt`` (torch==2.13.0, the CPU wheel this kind of
+machine has on disk); a plain ``torch`` requirement would pull a multi-GB CUDA build.
+"""
+
+from __future__ import annotations
+
+import nox
+
+nox.options.error_on_missing_interpreters = True
+nox.options.sessions = [
+    "lint",
+    "typecheck",
+    "tests",
+    "parity",
+    "conformance",
+    "docs",
+]
+
+PYTHON = "3.11"
+CONSTRAINTS = ("-c", "constraints.txt")
+#: Extras each backend's test session installs beside the test tools.
+BACKEND_EXTRAS = {"numpy": "", "torch": "torch", "jax": "jax", "dask": "dask"}
+
+
+def install(session: nox.Session, extras: str) -> None:
+    """Install castlike (editable) with ``extras`` under the repository's constraints."""
+    session.install(*CONSTRAINTS, "-e", f".[{extras}]" if extras else ".")
+
+
+@nox.session(python=PYTHON)
+def lint(session: nox.Session) -> None:
+    """ruff check and ruff format --check."""
+    session.install("ruff>=0.6")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+
+
+@nox.session(python=PYTHON)
+def typecheck(session: nox.Session) -> None:
+    """mypy on the package."""
+    install(session, "test")
+    session.install("mypy>=1.11")
+    session.run("mypy")
+
+
+@nox.session(python=PYTHON)
+@nox.parametrize("backend", list(BACKEND_EXTRAS))
+def tests(session: nox.Session, backend: str) -> None:
+    """The test suite on one backend (``nox -s "tests(backend='torch')"``)."""
+    extra = BACKEND_EXTRAS[backend]
+    install(session, ",".join(filter(None, ["test", "onnx", extra])))
+    session.run(
+        "pytest",
+        *session.posargs,
+        env={"CASTLIKE_TEST_BACKENDS": backend},
+    )
+
+
+@nox.session(python=PYTHON)
+def parity(session: nox.Session) -> None:
+    """Every installed backend against the oracle and each other, exhaustively."""
+    install(session, "test,torch,jax,dask,cli")
+    session.run("castlike", "parity", "--exhaustive")
+    session.run("pytest", "-m", "parity", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def conformance(session: nox.Session) -> None:
+    """The ONNX node tests for Cast/CastLike: current onnx and the data of older wheels."""
+    install(session, "test,torch,jax,onnx,cli")
+    session.run(
+        "castlike",
+        "conformance",
+        "--backend", "numpy", "--backend", "torch", "--backend", "jax",
+        "--onnx-version", "1.14.1", "--onnx-version", "1.16.2", "--onnx-version", "1.18.0",
+    )
+
+
+@nox.session(python=PYTHON)
+def docs(session: nox.Session) -> None:
+    """Sphinx HTML build with warnings as errors, and the docs' doctests."""
+    install(session, "test")
+    session.install("sphinx>=7")
+    session.run("sphinx-build", "-W", "--keep-going", "-b", "html", "docs", "docs/_build/html")
+    session.run("sphinx-build", "-W", "-b", "doctest", "docs", "docs/_build/doctest")
+
+
+@nox.session(python=PYTHON)
+def bench(session: nox.Session) -> None:
+    """Speed benchmarks (not part of CI): castlike vs ml_dtypes, onnxruntime, torch, jax."""
+    install(session, "torch,jax,onnx,cli")
+    session.run("python", "benchmarks/run.py", *session.posargs)

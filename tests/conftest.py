@@ -1,0 +1,59 @@
+"""Shared fixtures: the backends under test and the on-disk oracle cache.
+
+``CASTLIKE_TEST_BACKENDS=numpy,torch`` (set by nox) selects backends; a requested backend that
+does not import is an error, not a skip.  Without it, every backend whose library imports runs.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from pathlib import Path
+import pytest
+
+from castlike.backends import adapter_named
+
+ALL_BACKENDS = ("numpy", "torch", "jax", "dask")
+_LIBRARY = {"numpy": "numpy", "torch": "torch", "jax": "jax", "dask": "dask.array"}
+
+
+def selected_backends() -> list[str]:
+    requested = os.environ.get("CASTLIKE_TEST_BACKENDS")
+    if requested:
+        names = [n.strip() for n in requested.split(",") if n.strip()]
+        unknown = set(names) - set(ALL_BACKENDS)
+        if unknown:
+            raise pytest.UsageError(f"unknown backends in CASTLIKE_TEST_BACKENDS: {unknown}")
+        for name in names:
+            importlib.import_module(_LIBRARY[name])  # an ImportError here fails the run
+        return names
+    found = []
+    for name in ALL_BACKENDS:
+        try:
+            importlib.import_module(_LIBRARY[name])
+            adapter_named(name)
+        except Exception:
+            continue
+        found.append(name)
+    return found
+
+
+BACKENDS = selected_backends()
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "backend" in metafunc.fixturenames:
+        metafunc.parametrize("backend", BACKENDS)
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"castlike backends under test: {', '.join(BACKENDS)}"
+
+
+@pytest.fixture(scope="session")
+def oracle_cache(pytestconfig: pytest.Config) -> Path:
+    """Directory of cached oracle answers, shared by every nox session of this checkout."""
+    env = os.environ.get("CASTLIKE_CACHE")
+    path = Path(env) if env else Path(pytestconfig.rootpath) / ".castlike-cache" / "oracle"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
