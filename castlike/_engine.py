@@ -68,7 +68,7 @@ class Engine:
     def from_wide(self, x: Any, source: TypeSpec, target: TypeSpec, mode: Mode) -> Any:
         """Cast from FLOAT, DOUBLE, INT32, UINT32, INT64 or UINT64."""
         if target.kind is Kind.BOOL:
-            return x != 0
+            return self.nonzero(x, source)
         if target.is_integer:
             if source.is_float:
                 return self.float_to_integer(x, source, target, mode)
@@ -80,12 +80,35 @@ class Engine:
         if t is _T.BFLOAT16:
             return self.to_bfloat16(x, source, mode, odd)
         bits32 = self.float32_bits(x, source, odd=odd)
-        out = self.a.take(self.a.device_table(float32_class_table(target, mode.effective_for(target)), x),
-                          self.float32_class_index(bits32))
+        if t is _T.FLOAT8E8M0 and source.code == _T.DOUBLE and odd:
+            # FLOAT8E8M0 reaches 2**127, so it must tell [2**127, 2**128) from >= 2**128, which
+            # FLOAT rounded to odd cannot (both end at FLOAT's max).  Beyond 2**128 every
+            # round_mode lands above E8M0's range, which R6 treats exactly as Inf.
+            xp = self.xp
+            huge = xp.abs(x) >= 2.0**128
+            bits32 = xp.where(huge, (bits32 & 0x80000000) | 0x7F800000, bits32)
+        out = self.a.take(self.class_table(target, mode, x), self.float32_class_index(bits32))
         if t is _T.FLOAT8E8M0 and not odd and source.code != _T.FLOAT:
             # R6 [castlike]: x < 0 -> NaN in every profile, even when x rounded to -0.0 in FLOAT.
-            out = self.xp.where(x < 0, self.xp.asarray(0xFF, dtype=out.dtype), out)
+            out = self.xp.where(
+                self.is_negative(x, source), self.xp.asarray(0xFF, dtype=out.dtype), out
+            )
         return self.a.from_bits(out, target)
+
+    def class_table(self, target: TypeSpec, mode: Mode, like: Any) -> Any:
+        """The FLOAT class table of ``target`` on ``like``'s device.  A step, so that a backend
+        can supply its cached copy where the host-side construction must not run (torch.compile
+        traces this code)."""
+        return self.a.device_table(float32_class_table(target, mode.effective_for(target)), like)
+
+    def nonzero(self, x: Any, source: TypeSpec) -> Any:
+        """``x != 0`` for a wide source (NaN is nonzero).  A step, so that a backend whose
+        float comparisons treat subnormals as zero can compare bits instead."""
+        return x != 0
+
+    def is_negative(self, x: Any, source: TypeSpec) -> Any:
+        """``x < 0`` for a wide source (False for -0 and NaN); a step, as :meth:`nonzero`."""
+        return x < 0
 
     @staticmethod
     def rounds_to_odd(source: TypeSpec, target: TypeSpec, mode: Mode) -> bool:

@@ -27,6 +27,8 @@ _COMPLEX_MESSAGE = "casting from/to complex is not supported"
 
 
 def _is_array(obj: Any) -> bool:
+    if isinstance(obj, type):  # np.float32 and friends are dtype-likes, not arrays
+        return False
     return aac.is_array_api_obj(obj) or isinstance(obj, np.generic)
 
 
@@ -148,7 +150,7 @@ def _as_array(x: Any) -> tuple[Any, bool]:
     """
     if isinstance(x, np.generic):
         return np.asarray(x), True
-    if aac.is_array_api_obj(x):
+    if _is_array(x):
         return x, False
     return np.asarray(x), False
 
@@ -164,6 +166,7 @@ def _run(
 ) -> Any:
     _check_errors(errors)
     array, scalar = _as_array(x)
+    array = _native_order(array)
     xp = aac.array_namespace(array)
     adapter = adapter_for(xp)
     source = resolve_type(array) if not _holds_strings(array) else TYPES[OnnxType.STRING]
@@ -174,7 +177,7 @@ def _run(
 
         result = strings.cast_strings(array, plan, adapter, errors=errors, like=like)
     else:
-        result = adapter.engine().cast(_native_order(array), plan)
+        result = adapter.engine().cast(array, plan)
     if scalar and isinstance(result, np.ndarray):
         return result[()]
     return result

@@ -11,7 +11,7 @@ import hashlib
 import itertools
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -88,7 +88,8 @@ def _float_values_near(v: float) -> list[float]:
     return out
 
 
-def _boundary_values() -> list[float]:
+@lru_cache(maxsize=1)
+def _boundary_values() -> tuple[float, ...]:
     """Values where a rule changes: ties, +-max and the overflow boundary, subnormals, 2**k."""
     points: set[float] = {0.0, 1.0, 0.5, 1.5, 2.5, 3.5, -2.5, 100.5, -2.7}
     for t in numeric_types():
@@ -122,15 +123,22 @@ def _boundary_values() -> list[float]:
     points.add(1 + 2**-4 + 2**-40)
     points.add(1 + 2**-8 + 2**-40)
     points.add(1 + 2**-11 + 2**-40)
-    return sorted(points)
+    return tuple(sorted(points))
 
 
 def curated_inputs(t: TypeSpec) -> np.ndarray:
+    """Hand-picked inputs of a wide type; see :func:`_curated_inputs` (cached, read-only)."""
+    return _curated_inputs(t)
+
+
+@lru_cache(maxsize=None)
+def _curated_inputs(t: TypeSpec) -> np.ndarray:
     """Hand-picked inputs of a wide type (FLOAT, DOUBLE, 32/64-bit integers).
 
     Floats: ties of every target and their neighbours, +-max of every type and the overflow
     rounding boundary, subnormals, 2**24 / 2**53 / 2**63 / 2**64 neighbours, NaN, +-Inf, -0.
     Integers: the same points where the type holds them, and the integer edges.
+    Both get 1000 random bit patterns (fixed seed) on top.
     """
     dtype = NUMPY_DTYPES[_T(t.code)]
     base = _boundary_values()
@@ -146,8 +154,8 @@ def curated_inputs(t: TypeSpec) -> np.ndarray:
         bits = NUMPY.bits(arr, t)
         # Signalling NaN and NaN with payloads, as bit patterns.
         extra = [0x7F800001, 0xFF800001, 0x7FC00001] if t.bits == 32 else [0x7FF0000000000001]
-        bits = np.concatenate([bits, np.array(extra, dtype=bits.dtype)])
-        return NUMPY.from_bits(np.unique(bits), t)
+        bits = np.concatenate([bits, np.array(extra, dtype=bits.dtype), _random_bits(t, 1000)])
+        return _read_only(NUMPY.from_bits(np.unique(bits), t))
     ints: set[int] = set()
     lo, hi = t.int_min, t.int_max
     for v in base:
@@ -164,15 +172,25 @@ def curated_inputs(t: TypeSpec) -> np.ndarray:
                 if lo <= value <= hi:
                     ints.add(value)
     ints.update({lo, hi, 0})
-    return np.array(sorted(ints), dtype=object).astype(dtype)
+    fixed = np.array(sorted(ints), dtype=object).astype(dtype)
+    extra = NUMPY.from_bits(_random_bits(t, 1000), t)
+    return _read_only(np.unique(np.concatenate([fixed, extra])))
+
+
+def _read_only(array: np.ndarray) -> np.ndarray:
+    array.flags.writeable = False  # shared by every caller of the cache
+    return array
+
+
+def _random_bits(t: TypeSpec, n: int, seed: int = 20261129) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    storage = np.dtype(f"uint{t.storage_bits}")
+    return rng.integers(0, np.iinfo(storage).max, size=n, dtype=storage, endpoint=True)
 
 
 def random_inputs(t: TypeSpec, n: int, seed: int) -> np.ndarray:
-    """``n`` uniformly random bit patterns of a wide type, reproducible from ``seed``."""
-    rng = np.random.default_rng(seed)
-    storage = np.dtype(f"uint{t.storage_bits}")
-    bits = rng.integers(0, np.iinfo(storage).max, size=n, dtype=storage, endpoint=True)
-    return NUMPY.from_bits(bits, t)
+    """``n`` uniformly random bit patterns of a type, reproducible from ``seed``."""
+    return NUMPY.from_bits(_random_bits(t, n, seed), t)
 
 
 # -- oracle ------------------------------------------------------------------------------------
@@ -245,11 +263,15 @@ class OracleJob:
 
 
 def inputs_for(source: TypeSpec, cache_key: str) -> np.ndarray:
-    """The inputs a cache key names: "all" (every pattern) or "curated"."""
+    """The inputs a cache key names: "all" (every pattern), "curated", or "random-N-SEED"
+    (:func:`random_inputs` of N patterns from SEED)."""
     if cache_key == "all":
         return exhaustive_inputs(source)
     if cache_key == "curated":
         return curated_inputs(source)
+    if cache_key.startswith("random-"):
+        _, n, seed = cache_key.split("-")
+        return random_inputs(source, int(n), int(seed))
     raise ValueError(f"unknown input set {cache_key!r}")
 
 
@@ -264,9 +286,23 @@ def _run_job(job: OracleJob, cache_dir: Path) -> None:
     )
 
 
-def precompute(jobs: Sequence[OracleJob], cache_dir: Path, workers: int | None = None) -> None:
-    """Fill the oracle cache for ``jobs`` (deduplicated by canonical mode), in parallel."""
-    from concurrent.futures import ProcessPoolExecutor
+def precompute(
+    jobs: Sequence[OracleJob],
+    cache_dir: Path,
+    workers: int | None = None,
+    *,
+    progress: Callable[[int, int], None] | None = None,
+    start_method: str | None = None,
+) -> None:
+    """Fill the oracle cache for ``jobs`` (deduplicated by canonical mode), in parallel.
+
+    ``progress(done, total)`` is called as tables are computed (``total`` counts only the
+    missing ones).  ``start_method`` is the worker processes' multiprocessing start method
+    (``"spawn"`` where the caller has imported a multithreaded library such as JAX, which
+    must not be forked).
+    """
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
 
     unique = {
         OracleJob(j.source, j.target, canonical_mode(j.mode, j.source, j.target), j.cache_key)
@@ -283,12 +319,18 @@ def precompute(jobs: Sequence[OracleJob], cache_dir: Path, workers: int | None =
     todo.sort(key=lambda j: -j.source.bits)
     workers = workers or os.cpu_count() or 1
     if workers == 1 or len(todo) == 1:
-        for job in todo:
+        for done, job in enumerate(todo, 1):
             _run_job(job, cache_dir)
+            if progress is not None:
+                progress(done, len(todo))
         return
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        for future in [pool.submit(_run_job, job, cache_dir) for job in todo]:
+    context = multiprocessing.get_context(start_method) if start_method else None
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+        futures = [pool.submit(_run_job, job, cache_dir) for job in todo]
+        for done, future in enumerate(as_completed(futures), 1):
             future.result()
+            if progress is not None:
+                progress(done, len(todo))
 
 
 def _cache_path(cache_dir: Path, source: TypeSpec, target: TypeSpec, mode: Mode, key: str) -> Path:

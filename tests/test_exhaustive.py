@@ -55,11 +55,14 @@ def test_every_pattern(
         "round_mode": mode.round_mode.value,
         "profile": mode.profile.value,
     }
-    if adapter.native_dtype(source) is None or adapter.native_dtype(target) is None:
-        missing = source if adapter.native_dtype(source) is None else target
-        with pytest.raises(BackendTypeError, match=missing.name):
-            castlike.cast(adapter.from_numpy(inputs[:1]) if adapter.native_dtype(source) else
-                          _any_array(adapter), target.name, **options)
+    if adapter.native_dtype(source) is None:
+        # No array of the backend can have this type (R10): the backend refuses to make one.
+        with pytest.raises(BackendTypeError, match=source.name):
+            adapter.from_numpy(inputs[:1])
+        return
+    if adapter.native_dtype(target) is None:
+        with pytest.raises(BackendTypeError, match=target.name):
+            castlike.cast(adapter.from_numpy(inputs[:1]), target.name, **options)
         return
     expected = oracle_bits(source, target, mode, inputs, cache_dir=exhaustive_cache, cache_key="all")
     x = adapter.from_numpy(inputs)
@@ -73,9 +76,3 @@ def test_every_pattern(
         expected_dtype=adapter.native_dtype(target),
         expected_shape=inputs.shape,
     )
-
-
-def _any_array(adapter):  # a small FLOAT array of the backend, for "cannot hold" checks
-    import numpy as np
-
-    return adapter.from_numpy(np.zeros(2, np.float32))

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import importlib
 import sys
-from functools import lru_cache
 from typing import Any
 
 import array_api_compat as aac
@@ -29,9 +28,31 @@ _REGISTRY: tuple[tuple[str, Any, str], ...] = (
 )
 
 
-@lru_cache(maxsize=None)
+#: Adapters already imported, by name.  A plain dict rather than ``lru_cache``, because
+#: torch.compile traces adapter_for/adapter_named: Dynamo ignores ``lru_cache`` (and then
+#: meets importlib, which it refuses to trace) but reads a dict.
+_ADAPTERS: dict[str, Adapter] = {}
+
+
 def adapter_named(name: str) -> Adapter:
     """The adapter of one library by its castlike module name ("numpy", "torch", ...)."""
+    adapter = _ADAPTERS.get(name)
+    if adapter is None:
+        adapter = _ADAPTERS[name] = _import_adapter(name)
+    return adapter
+
+
+def _import_adapter(name: str) -> Adapter:
+    # Static import statements, which Dynamo executes (it refuses importlib), so that a first
+    # cast inside torch.compile(fullgraph=True) works too.
+    if name == "numpy":
+        from .numpy import ADAPTER as numpy_adapter
+
+        return numpy_adapter
+    if name == "torch":
+        from .torch import ADAPTER as torch_adapter
+
+        return torch_adapter
     try:
         module = importlib.import_module(f"castlike.backends.{name}")
     except ModuleNotFoundError as exc:
@@ -68,7 +89,11 @@ def loaded_adapters() -> list[Adapter]:
 
 def onnx_type_of_dtype(dtype: Any) -> OnnxType | None:
     """The ONNX type of a dtype object of any imported library, or None."""
-    for adapter in loaded_adapters():
+    # The dtype's own library first (a torch.dtype is asked of torch before numpy): another
+    # library's parser may raise on it, which torch.compile cannot trace.
+    owner = type(dtype).__module__.partition(".")[0]
+    adapters = loaded_adapters()
+    for adapter in [a for a in adapters if a.name == owner] + adapters:
         found = adapter.onnx_type_of(dtype)
         if found is not None:
             return found

@@ -67,8 +67,10 @@ class NumpyAdapter(Adapter):
     def onnx_type_of(self, dtype: Any) -> OnnxType | None:
         try:
             dt = np.dtype(dtype)
-        except TypeError:
+        except (TypeError, ValueError):
             return None
+        if not dt.isnative:
+            dt = dt.newbyteorder("=")
         if is_string_dtype(dt):
             return _T.STRING
         return _BY_DTYPE.get(dt)

@@ -1,0 +1,76 @@
+"""Curated inputs of the wide types (FLOAT, DOUBLE, 32/64-bit integers): ties of every target,
++-max and the overflow boundary, subnormals, 2**24/2**53/2**63/2**64 neighbours, NaN, +-Inf, -0,
+plus random patterns; every numeric target, every mode, every backend, against the oracle."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import castlike
+from castlike.backends import adapter_named
+from castlike.errors import BackendTypeError
+from castlike.spec.rules import Mode
+from castlike.spec.types import TypeSpec
+from castlike.testing import (
+    OracleJob,
+    all_modes,
+    assert_cast_equal,
+    curated_inputs,
+    mode_id,
+    numeric_types,
+    oracle_bits,
+    precompute,
+)
+
+SOURCES = [t for t in numeric_types() if t.bits > 16]
+TARGETS = numeric_types()
+MODES = all_modes()
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def curated_cache(oracle_cache: Path) -> Path:
+    jobs = [OracleJob(s, t, m, "curated") for s in SOURCES for t in TARGETS for m in MODES]
+    precompute(jobs, oracle_cache)
+    return oracle_cache
+
+
+def _name(t: TypeSpec) -> str:
+    return t.name
+
+
+@pytest.mark.parametrize("mode", MODES, ids=mode_id)
+@pytest.mark.parametrize("target", TARGETS, ids=_name)
+@pytest.mark.parametrize("source", SOURCES, ids=_name)
+def test_curated(
+    source: TypeSpec, target: TypeSpec, mode: Mode, backend: str, curated_cache: Path
+) -> None:
+    adapter = adapter_named(backend)
+    inputs = curated_inputs(source)
+    options = {
+        "saturate": mode.saturate,
+        "round_mode": mode.round_mode.value,
+        "profile": mode.profile.value,
+    }
+    unholdable = [t for t in (source, target) if adapter.native_dtype(t) is None]
+    if unholdable:
+        x = adapter.from_numpy(inputs) if adapter.native_dtype(source) is not None else None
+        if x is None:
+            pytest.skip(f"{backend} cannot hold the source type {source.name} (R10)")
+        with pytest.raises(BackendTypeError, match=unholdable[0].name):
+            castlike.cast(x, target.name, **options)
+        return
+    expected = oracle_bits(source, target, mode, inputs, cache_dir=curated_cache, cache_key="curated")
+    result = castlike.cast(adapter.from_numpy(inputs), target.name, **options)
+    assert_cast_equal(
+        result,
+        expected,
+        source,
+        target,
+        inputs,
+        expected_dtype=adapter.native_dtype(target),
+        expected_shape=inputs.shape,
+    )
