@@ -79,6 +79,13 @@ class Engine:
         odd = self.rounds_to_odd(source, target, mode)
         if t is _T.BFLOAT16:
             return self.to_bfloat16(x, source, mode, odd)
+        return self.to_small_float(x, source, target, mode, odd)
+
+    def to_small_float(
+        self, x: Any, source: TypeSpec, target: TypeSpec, mode: Mode, odd: bool
+    ) -> Any:
+        """float8, float4, float6 and FLOAT8E8M0 targets: FLOAT bits, then the class table."""
+        t = _T(target.code)
         bits32 = self.float32_bits(x, source, odd=odd)
         if t is _T.FLOAT8E8M0 and source.code == _T.DOUBLE and odd:
             # FLOAT8E8M0 reaches 2**127, so it must tell [2**127, 2**128) from >= 2**128, which
@@ -123,21 +130,31 @@ class Engine:
     def float_to_integer(self, x: Any, source: TypeSpec, target: TypeSpec, mode: Mode) -> Any:
         """R7: FLOAT/DOUBLE -> integers."""
         xp = self.xp
+        fmt = source.fmt
         if target.is_sub_byte:
             if mode.profile.rules.sub_byte_rounding == "half_even":
                 whole = xp.round(x)
             else:
                 whole = xp.trunc(x)
-            low = xp.remainder(whole, float(1 << target.bits))  # exact, in [0, 2**bits)
-            low = xp.where(xp.isfinite(x), low, xp.zeros_like(low))
+            # Every float of magnitude >= 2**(mantissa + 1 + bits) is a multiple of 2**bits, so
+            # clipping to that bound (itself such a multiple) keeps the low bits; NaN -> 0.
+            bound = float(2 ** (fmt.mantissa_bits + 1 + target.bits))
+            whole = xp.clip(whole, -bound, bound)
+            whole = xp.where(xp.isnan(whole), xp.zeros_like(whole), whole)
+            wide_int = _T.INT64 if bound > 2.0**31 else _T.INT32
+            low = self.a.astype(whole, spec_of(wide_int)) & ((1 << target.bits) - 1)
             return self.a.from_bits(xp.astype(low, self.a.uint(8)), target)
-        # Saturating truncation.  Both bounds are exact in the source format: the low bound is
-        # a power of two (or 0); above, clip to the largest float below 2**k and fix the rest.
+        # Saturating truncation.  The low bound (0 or -2**k) is exact in the source format.
+        # Above: where int_max is exact too, clip to it; otherwise clip to the largest float
+        # below 2**k and send x >= 2**k to int_max afterwards.
+        high_is_exact = target.int_max < 2 ** (fmt.mantissa_bits + 1)
         limit = float(target.int_max + 1)
-        below_limit = _largest_float_below(limit, source)
-        clipped = xp.clip(x, float(target.int_min), below_limit)
-        out = self.a.astype(xp.where(xp.isnan(x), xp.zeros_like(clipped), clipped), target)
-        return xp.where(x >= limit, xp.asarray(target.int_max, dtype=out.dtype), out)
+        high = float(target.int_max) if high_is_exact else _largest_float_below(limit, source)
+        out = self.a.astype(xp.clip(x, float(target.int_min), high), target)
+        out = xp.where(xp.isnan(x), xp.zeros_like(out), out)
+        if not high_is_exact:
+            out = xp.where(x >= limit, xp.asarray(target.int_max, dtype=out.dtype), out)
+        return out
 
     def integer_to_integer(self, x: Any, target: TypeSpec) -> Any:
         """R8: keep the low bits (two's complement)."""

@@ -23,7 +23,9 @@ from .spec.rules import Mode
 from .spec.types import Kind, OnnxType, TypeSpec, spec_of
 
 __all__ = [
+    "DOUBLE_CLASS_BITS",
     "FLOAT32_CLASS_BITS",
+    "double_class_table",
     "float32_class_index",
     "float32_class_table",
     "pattern_table",
@@ -31,6 +33,7 @@ __all__ = [
 
 _FLOAT = spec_of(OnnxType.FLOAT)
 _INT32 = spec_of(OnnxType.INT32)
+_DOUBLE = spec_of(OnnxType.DOUBLE)
 
 #: Mantissa bits below the class's kept bits; their OR is the sticky bit.
 FLOAT32_CLASS_BITS = 19
@@ -54,6 +57,37 @@ def float32_class_table(target: TypeSpec, mode: Mode) -> np.ndarray:
     for index in range(n):
         representative = ((index >> 1) << FLOAT32_CLASS_BITS) | (index & 1)
         table[index] = cast_bits(representative, _FLOAT, target, mode)
+    table.flags.writeable = False
+    return table
+
+
+#: DOUBLE mantissa bits below the kept ones (sign, exponent and four mantissa bits are kept).
+DOUBLE_CLASS_BITS = 48
+
+
+@lru_cache(maxsize=128)
+def double_class_table(target: TypeSpec, mode: Mode) -> np.ndarray:
+    """Result bits (uint8) for each of the 2**17 DOUBLE classes cast to a small float target.
+
+    A DOUBLE's class is its sign, exponent, top four mantissa bits and sticky bit, exactly as
+    for FLOAT.  Every member of a class rounds to odd into the same FLOAT class, so each entry
+    is the engine's own DOUBLE -> FLOAT (round to odd) -> class-table result for one
+    representative: a DOUBLE cast then costs one index computation and one gather.
+    """
+    from ._engine import Engine
+    from .backends.numpy import ADAPTER as numpy_adapter
+
+    mode = mode.effective_for(target)
+    index = np.arange(1 << (64 - DOUBLE_CLASS_BITS + 1), dtype=np.uint64)
+    representatives = ((index >> np.uint64(1)) << np.uint64(DOUBLE_CLASS_BITS)) | (
+        index & np.uint64(1)
+    )
+    with np.errstate(all="ignore"):
+        # The generic step (not NumPy's override, which reads this table).
+        out = Engine.to_small_float(
+            numpy_adapter.engine(), representatives.view(np.float64), _DOUBLE, target, mode, True
+        )
+    table = np.ascontiguousarray(numpy_adapter.bits(out, target))
     table.flags.writeable = False
     return table
 

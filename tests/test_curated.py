@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import castlike
@@ -74,3 +75,25 @@ def test_curated(
         expected_dtype=adapter.native_dtype(target),
         expected_shape=inputs.shape,
     )
+
+
+@pytest.mark.parametrize("target", TARGETS, ids=_name)
+@pytest.mark.parametrize("source", SOURCES, ids=_name)
+def test_large_arrays(source: TypeSpec, target: TypeSpec, backend: str, curated_cache: Path) -> None:
+    """Arrays large enough for a backend's blocked or chunked paths, in two shapes."""
+    adapter = adapter_named(backend)
+    if adapter.native_dtype(source) is None or adapter.native_dtype(target) is None:
+        pytest.skip(f"{backend} cannot hold {source.name} or {target.name} (R10)")
+    mode = Mode()
+    base = curated_inputs(source)
+    expected_base = oracle_bits(source, target, mode, base, cache_dir=curated_cache,
+                                cache_key="curated")
+    repeat = -(-300_001 // base.size)  # more than four blocks of 2**16, not a multiple of one
+    inputs = np.tile(base, repeat)[:300_001]
+    expected = np.tile(expected_base, repeat)[:300_001]
+    for shape in ((300_001,), (3, 100_000)):
+        count = int(np.prod(shape))
+        x = adapter.from_numpy(inputs[:count].reshape(shape))
+        result = castlike.cast(x, target.name)
+        assert_cast_equal(result, expected[:count], source, target, inputs[:count],
+                          expected_dtype=adapter.native_dtype(target), expected_shape=shape)

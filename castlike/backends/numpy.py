@@ -9,6 +9,7 @@ import ml_dtypes
 import numpy as np
 
 from .._engine import Engine
+from .._tables import DOUBLE_CLASS_BITS, double_class_table
 from ..spec.types import TYPES, OnnxType, TypeSpec
 from ._base import Adapter
 
@@ -108,19 +109,73 @@ class NumpyAdapter(Adapter):
 
 
 class NumpyEngine(Engine):
-    """The shared rules, with NumPy's floating-point warnings silenced.
+    """The shared rules, with NumPy fast paths where NumPy or ml_dtypes already does the rule.
 
-    NaN and Inf are handled by the rules explicitly; the warnings NumPy would print for
-    ``remainder(inf)`` or ``astype`` of a clipped value are noise to a caller.
+    Each override is a *step* of :class:`~castlike._engine.Engine` computed another way; the
+    exhaustive and curated tests hold them to the same bits.  NaN and Inf are handled by the
+    rules explicitly, so NumPy's floating-point warnings are silenced.
     """
 
+    #: Elements per block for the wide paths: their temporaries then stay in the CPU caches.
+    BLOCK = 1 << 16
+
     def cast(self, x: Any, plan: Any) -> Any:
+        x = np.asarray(x)
+        source, target = plan.source, plan.target
         with np.errstate(all="ignore"):
-            return super().cast(x, plan)
+            if _T(source.code) in _IEEE_16 and _T(target.code) in _IEEE_WIDE:
+                return x.astype(NUMPY_DTYPES[_T(target.code)])  # exact widening
+            single_pass = source.storage_bits <= 16 or _T(target.code) in _NATIVE_TARGETS
+            if single_pass or x.size <= 2 * self.BLOCK:
+                return super().cast(x, plan)
+            # Wide sources: several passes each; run them block by block in the caches.
+            flat = np.ascontiguousarray(x).reshape(-1)
+            out = np.empty(flat.shape, dtype=NUMPY_DTYPES[_T(target.code)])
+            for start in range(0, flat.size, self.BLOCK):
+                block = flat[start : start + self.BLOCK]
+                out[start : start + self.BLOCK] = super().cast(block, plan)
+            return out.reshape(x.shape)
 
     def from_wide(self, x: Any, source: TypeSpec, target: TypeSpec, mode: Any) -> Any:
         with np.errstate(all="ignore"):
             return super().from_wide(x, source, target, mode)
+
+    def to_ieee(self, x: Any, source: TypeSpec, target: TypeSpec) -> Any:
+        # NumPy's integer -> FLOAT/DOUBLE/FLOAT16 conversions are correctly rounded C casts
+        # (and integers never exceed FLOAT16 without overflowing), so no rounding to odd.
+        return x.astype(NUMPY_DTYPES[_T(target.code)])
+
+    def to_bfloat16(self, x: Any, source: TypeSpec, mode: Any, odd: bool) -> Any:
+        if mode.profile.rules.bfloat16 != "nearest_even":
+            return super().to_bfloat16(x, source, mode, odd)
+        # ml_dtypes rounds FLOAT -> BFLOAT16 to nearest even: feed it FLOAT bits that carry the
+        # single rounding (rounded to odd from wider sources).
+        bits32 = self.float32_bits(x, source, odd=odd)
+        return bits32.view(np.float32).astype(ml_dtypes.bfloat16)
+
+    def to_small_float(
+        self, x: Any, source: TypeSpec, target: TypeSpec, mode: Any, odd: bool
+    ) -> Any:
+        if source.code == _T.DOUBLE and odd:
+            # One gather from the DOUBLE class table (see castlike._tables).
+            bits = x.view(np.uint64)
+            index = (bits >> np.uint64(DOUBLE_CLASS_BITS)) << np.uint64(1)
+            index |= (bits & np.uint64((1 << DOUBLE_CLASS_BITS) - 1)) != 0
+            table = double_class_table(target, mode.effective_for(target))
+            return self.a.from_bits(np.take(table, index), target)
+        if source.is_integer and target.fmt.max_value < 2**24:
+            # Every integer beyond +-2**24 is beyond the target's max, so clipping there keeps
+            # the result, and the clipped integer is exact in FLOAT.
+            clipped = np.clip(x, -(1 << 24), 1 << 24).astype(np.float32)
+            index = self.float32_class_index(clipped.view(np.uint32))
+            return self.a.from_bits(np.take(self.class_table(target, mode, x), index), target)
+        return super().to_small_float(x, source, target, mode, odd)
+
+
+_IEEE_16 = (_T.FLOAT16, _T.BFLOAT16)
+_IEEE_WIDE = (_T.FLOAT, _T.DOUBLE)
+#: Targets a wide source reaches in one native pass (a table gather, astype or comparison).
+_NATIVE_TARGETS = (_T.FLOAT, _T.DOUBLE, _T.FLOAT16, _T.BOOL)
 
 
 #: The one NumPy adapter (adapters hold no per-call state).
