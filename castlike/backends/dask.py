@@ -46,8 +46,12 @@ class DaskAdapter(Adapter):
         return index.map_blocks(lambda block: np.take(table, block), dtype=table.dtype)
 
     def from_numpy(self, array: np.ndarray, like: Any = None) -> Any:
-        chunks = like.chunks if like is not None and like.shape == array.shape else "auto"
-        return da.from_array(np.asarray(array), chunks=chunks)
+        array = np.asarray(array)
+        if like is not None and like.shape == array.shape:
+            chunks = like.chunks
+        else:  # a few chunks along the first axis, so that block-wise code is exercised
+            chunks = (max(1, -(-array.shape[0] // 4)),) + array.shape[1:] if array.ndim else ()
+        return da.from_array(array, chunks=chunks)
 
     def to_numpy(self, x: Any) -> np.ndarray:
         return np.asarray(x.compute())
