@@ -81,7 +81,7 @@ def conformance(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def docs(session: nox.Session) -> None:
     """Sphinx HTML build with warnings as errors, and the docs' doctests."""
-    install(session, "test")
+    install(session, "test,dask")
     session.install("sphinx>=7")
     session.run("sphinx-build", "-W", "--keep-going", "-b", "html", "docs", "docs/_build/html")
     session.run("sphinx-build", "-W", "-b", "doctest", "docs", "docs/_build/doctest")

@@ -2,8 +2,8 @@
 library (NumPy with ml_dtypes, PyTorch, JAX, Dask), with bit-identical results everywhere.
 
 >>> import numpy as np, castlike
->>> castlike.cast(np.float32(448.0), "FLOAT8E4M3FN")
-np.float8_e4m3fn(448)
+>>> float(castlike.cast(np.float32(500.0), "FLOAT8E4M3FN"))
+448.0
 """
 
 from ._frontend import can_cast, cast, cast_like, onnx_type
