@@ -58,23 +58,44 @@ def tests(session: nox.Session, backend: str) -> None:
     )
 
 
+#: Oracle answers shared by every session of this checkout (the tests' default cache too).
+ORACLE_CACHE = ".castlike-cache/oracle"
+#: JAX holds DOUBLE/INT64/UINT64 only with x64 on: the cross-backend sessions turn it on so that
+#: those types are checked on JAX too (the tests(jax) session covers JAX's default, x64 off).
+X64 = {"JAX_ENABLE_X64": "1"}
+
+
 @nox.session(python=PYTHON)
 def parity(session: nox.Session) -> None:
-    """Every installed backend against the oracle and each other, exhaustively."""
-    install(session, "test,torch,jax,dask,cli")
-    session.run("castlike", "parity", "--exhaustive")
-    session.run("pytest", "-m", "parity", *session.posargs)
+    """Every installed backend against the oracle, exhaustively, and the parity tests.
+
+    Writes parity.png (the colour matrix) and parity.json (every cell) for CI to keep.
+    """
+    install(session, "test,onnx,torch,jax,dask,cli")
+    session.run(
+        "castlike",
+        "parity",
+        "--exhaustive",
+        "--cache-dir",
+        ORACLE_CACHE,
+        "--png",
+        "parity.png",
+        "--json",
+        "parity.json",
+        env=X64,
+    )
+    session.run("pytest", "-m", "parity", *session.posargs, env=X64)
 
 
 @nox.session(python=PYTHON)
 def conformance(session: nox.Session) -> None:
-    """The ONNX node tests for Cast/CastLike: current onnx and the data of older wheels."""
-    install(session, "test,torch,jax,onnx,cli")
+    """The ONNX node tests for Cast/CastLike on every backend: the current onnx's cases
+    (reference profile) and the data of the 1.14.1, 1.16.2 and 1.18.0 wheels (legacy)."""
+    install(session, "test,torch,jax,dask,onnx,cli")
+    backends = [arg for name in ("numpy", "torch", "jax", "dask") for arg in ("--backend", name)]
+    versions = [arg for v in ("1.14.1", "1.16.2", "1.18.0") for arg in ("--onnx-version", v)]
     session.run(
-        "castlike",
-        "conformance",
-        "--backend", "numpy", "--backend", "torch", "--backend", "jax",
-        "--onnx-version", "1.14.1", "--onnx-version", "1.16.2", "--onnx-version", "1.18.0",
+        "castlike", "conformance", *backends, *versions, "--json", "conformance.json", env=X64
     )
 
 

@@ -113,29 +113,38 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=7)
     args = parser.parse_args()
     rng = np.random.default_rng(0)
-    header = (f"{'source -> target':30} {'castlike':>9} {'ml_dtypes':>10} {'same':>5} "
-              f"{'onnxrt':>8} {'same':>5} {'copy':>7}")
+    header = (
+        f"{'source -> target':30} {'castlike':>9} {'ml_dtypes':>10} {'same':>5} "
+        f"{'onnxrt':>8} {'same':>5} {'copy':>7}"
+    )
     print(f"n = {args.n:,}, best of {args.repeat}, milliseconds")
     print(header)
     print("-" * len(header))
     for source, target in CASES:
-        x = make_input(source, args.n, rng)
-        target_dtype = NUMPY_DTYPES[OnnxType[target]]
-        ours = castlike.cast(x, target)
-        t_ours = best_ms(lambda: castlike.cast(x, target), args.repeat)
-        with np.errstate(all="ignore"):
-            t_ml = best_ms(lambda: x.astype(target_dtype), args.repeat)
-            ml_same = same_bits(x.astype(target_dtype), ours)
-        run = onnxruntime_cast(source, target)
-        if run is not None:
-            t_ort = f"{best_ms(lambda: run(x), args.repeat):8.2f}"
-            ort_same = same_bits(run(x), ours)
-        else:
-            t_ort, ort_same = f"{'-':>8}", "-"
-        out = np.empty_like(ours)
-        t_copy = best_ms(lambda: (x.copy(), np.copyto(out, ours)), args.repeat)
-        print(f"{source + ' -> ' + target:30} {t_ours:9.2f} {t_ml:10.2f} {ml_same:>5} "
-              f"{t_ort} {ort_same:>5} {t_copy:7.2f}")
+        print(bench_case(source, target, args.n, args.repeat, rng))
+
+
+def bench_case(source: str, target: str, n: int, repeat: int, rng: np.random.Generator) -> str:
+    """One row of the table."""
+    x = make_input(source, n, rng)
+    target_dtype = NUMPY_DTYPES[OnnxType[target]]
+    ours = castlike.cast(x, target)
+    t_ours = best_ms(lambda: castlike.cast(x, target), repeat)
+    with np.errstate(all="ignore"):
+        t_ml = best_ms(lambda: x.astype(target_dtype), repeat)
+        ml_same = same_bits(x.astype(target_dtype), ours)
+    run = onnxruntime_cast(source, target)
+    if run is not None:
+        t_ort = f"{best_ms(lambda: run(x), repeat):8.2f}"
+        ort_same = same_bits(run(x), ours)
+    else:
+        t_ort, ort_same = f"{'-':>8}", "-"
+    out = np.empty_like(ours)
+    t_copy = best_ms(lambda: (x.copy(), np.copyto(out, ours)), repeat)
+    return (
+        f"{source + ' -> ' + target:30} {t_ours:9.2f} {t_ml:10.2f} {ml_same:>5} "
+        f"{t_ort} {ort_same:>5} {t_copy:7.2f}"
+    )
 
 
 if __name__ == "__main__":

@@ -304,7 +304,9 @@ def cast_like(
         x_array, _ = _as_array(x)
         if aac.is_array_api_obj(x_array) and not _holds_strings(x_array):
             x_ns = aac.array_namespace(x_array)
-            like_ns = aac.array_namespace(np.asarray(like) if isinstance(like, np.generic) else like)
+            like_ns = aac.array_namespace(
+                np.asarray(like) if isinstance(like, np.generic) else like
+            )
             if adapter_for(x_ns) is not adapter_for(like_ns):
                 raise CastTypeError(
                     f"CastLike: x is a {adapter_for(x_ns).name} array but like is a "

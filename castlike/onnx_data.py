@@ -78,7 +78,7 @@ def installed_cases() -> list[NodeCase]:
             for generator in (Cast, CastLike):
                 for attr in sorted(vars(generator)):
                     if attr.startswith("export"):
-                        np.random.seed(0)
+                        np.random.seed(0)  # noqa: NPY002 (onnx's generators use it)
                         getattr(generator, attr)()
         cases = node_cases._NodeTestCases[start:]
     finally:
@@ -126,8 +126,9 @@ def load_node_dir(path: Path, origin: str = "") -> NodeCase:
             tensors.append(tensor)
         return tensors
 
-    return NodeCase(path.name, node, _default_domain_opset(model), read("input"), read("output"),
-                    origin, model)
+    return NodeCase(
+        path.name, node, _default_domain_opset(model), read("input"), read("output"), origin, model
+    )
 
 
 def wheel_node_dirs(version: str, cache_dir: Path | None = None) -> list[Path]:
@@ -145,13 +146,31 @@ def wheel_node_dirs(version: str, cache_dir: Path | None = None) -> list[Path]:
 
 
 def _download_wheel(version: str, into: Path) -> Path:
-    base = [sys.executable, "-m", "pip", "download", f"onnx=={version}", "--no-deps",
-            "--only-binary=:all:", "--disable-pip-version-check", "-q", "-d", str(into)]
+    base = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        f"onnx=={version}",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--disable-pip-version-check",
+        "-q",
+        "-d",
+        str(into),
+    ]
     attempts = [
         base,
         # No wheel for this interpreter: any CPython 3.11 manylinux wheel has the same data.
-        base + ["--python-version", "3.11", "--platform", "manylinux2014_x86_64",
-                "--implementation", "cp"],
+        [
+            *base,
+            "--python-version",
+            "3.11",
+            "--implementation",
+            "cp",
+            "--platform",
+            "manylinux2014_x86_64",
+        ],
     ]
     errors = []
     for cmd in attempts:
@@ -171,7 +190,7 @@ def _extract_wheel(version: str, root: Path) -> None:
             for member in zf.namelist():
                 if not member.startswith(_NODE_PREFIX + "test_cast") or member.endswith("/"):
                     continue
-                relative = member[len(_NODE_PREFIX):]
+                relative = member[len(_NODE_PREFIX) :]
                 dest = staging / relative
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 with zf.open(member) as src, open(dest, "wb") as out:

@@ -13,13 +13,14 @@ import math
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from .backends.numpy import ADAPTER as NUMPY, NUMPY_DTYPES
+from .backends.numpy import ADAPTER as NUMPY
+from .backends.numpy import NUMPY_DTYPES
 from .spec.reference import cast_bits, decode
 from .spec.rules import Mode, Profile, RoundMode, canonical_mode
 from .spec.types import TYPES, OnnxType, Special, TypeSpec
@@ -131,7 +132,7 @@ def curated_inputs(t: TypeSpec) -> np.ndarray:
     return _curated_inputs(t)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _curated_inputs(t: TypeSpec) -> np.ndarray:
     """Hand-picked inputs of a wide type (FLOAT, DOUBLE, 32/64-bit integers).
 
@@ -153,8 +154,8 @@ def _curated_inputs(t: TypeSpec) -> np.ndarray:
         arr = np.concatenate([arr, specials])
         bits = NUMPY.bits(arr, t)
         # Signalling NaN and NaN with payloads, as bit patterns.
-        extra = [0x7F800001, 0xFF800001, 0x7FC00001] if t.bits == 32 else [0x7FF0000000000001]
-        bits = np.concatenate([bits, np.array(extra, dtype=bits.dtype), _random_bits(t, 1000)])
+        payloads = [0x7F800001, 0xFF800001, 0x7FC00001] if t.bits == 32 else [0x7FF0000000000001]
+        bits = np.concatenate([bits, np.array(payloads, dtype=bits.dtype), _random_bits(t, 1000)])
         return _read_only(NUMPY.from_bits(np.unique(bits), t))
     ints: set[int] = set()
     lo, hi = t.int_min, t.int_max
@@ -345,18 +346,11 @@ def to_host(x: Any) -> np.ndarray:
     """A backend's result as a NumPy array of the same ONNX type (for bit comparison)."""
     if isinstance(x, (np.ndarray, np.generic)):
         return np.asarray(x)
-    module = type(x).__module__.split(".")[0]
-    if module == "torch":
-        from .backends import adapter_named
+    import array_api_compat
 
-        return adapter_named("torch").to_numpy(x)  # type: ignore[attr-defined, no-any-return]
-    if module in ("jax", "jaxlib"):
-        from .backends import adapter_named
+    from .backends import adapter_for
 
-        return adapter_named("jax").to_numpy(x)  # type: ignore[attr-defined, no-any-return]
-    if module == "dask":
-        return np.asarray(x.compute())
-    return np.asarray(x)
+    return adapter_for(array_api_compat.array_namespace(x)).to_numpy(x)
 
 
 @dataclass(frozen=True)
@@ -375,7 +369,9 @@ class Mismatch:
         rows = [
             f"  input 0x{int(i):0{width_in}X} -> expected 0x{int(e):0{width_out}X}, "
             f"actual 0x{int(a):0{width_out}X}"
-            for i, e, a in zip(self.input_bits[:limit], self.expected[:limit], self.actual[:limit])
+            for i, e, a in zip(
+                self.input_bits[:limit], self.expected[:limit], self.actual[:limit], strict=True
+            )
         ]
         more = f"\n  ... and {self.count - limit} more" if self.count > limit else ""
         return (

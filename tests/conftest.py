@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import os
 from pathlib import Path
+
 import pytest
 
 from castlike.backends import adapter_named

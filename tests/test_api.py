@@ -29,7 +29,13 @@ def test_done_when_float8_examples() -> None:
     x = np.array([0.1, 448, 500, 1e6, np.nan, np.inf, -0.0])
     assert u8(castlike.cast(x, "FLOAT8E4M3FN")) == [0x1D, 0x7E, 0x7E, 0x7E, 0x7F, 0x7E, 0x80]
     assert u8(castlike.cast(x, "FLOAT8E4M3FN", saturate=False)) == [
-        0x1D, 0x7E, 0x7F, 0x7F, 0x7F, 0x7F, 0x80,
+        0x1D,
+        0x7E,
+        0x7F,
+        0x7F,
+        0x7F,
+        0x7F,
+        0x80,
     ]
 
 
@@ -119,7 +125,7 @@ def test_opset_semantics_fnuz_inf() -> None:
     assert u8(castlike.cast(x, "FLOAT8E5M2FNUZ", opset=19, profile="reference")) == [0x7F, 0xFF]
 
 
-# -- errors (R11) -----------------------------------------------------------------------------------
+# -- errors (R11) ---------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -169,8 +175,13 @@ def test_bad_options(kwargs, text) -> None:
 @pytest.mark.parametrize(
     ("source", "target", "opset", "text"),
     [
-        (np.float32, "FLOAT8E4M3FN", 18, "Cast-13 \\(opset 18\\) does not allow FLOAT8E4M3FN as "
-         "target type \\(casting FLOAT -> FLOAT8E4M3FN\\); Cast allows it from opset 19"),
+        (
+            np.float32,
+            "FLOAT8E4M3FN",
+            18,
+            "Cast-13 \\(opset 18\\) does not allow FLOAT8E4M3FN as "
+            "target type \\(casting FLOAT -> FLOAT8E4M3FN\\); Cast allows it from opset 19",
+        ),
         (np.float32, "BFLOAT16", 12, "Cast-9 .* does not allow BFLOAT16"),
         (ml_dtypes.int4, "FLOAT", 20, "Cast-19 .* does not allow INT4 as source type"),
         (np.float32, "FLOAT8E8M0", 23, "allows it from opset 24"),
@@ -184,7 +195,13 @@ def test_pairs_disallowed_by_version(source, target, opset, text) -> None:
 
 
 def test_every_error_is_a_cast_error() -> None:
-    for cls in (BackendTypeError, DisallowedCastError, OpsetError, UnknownTypeError,
-                UnsupportedTypeError, castlike.InvalidStringError):
+    for cls in (
+        BackendTypeError,
+        DisallowedCastError,
+        OpsetError,
+        UnknownTypeError,
+        UnsupportedTypeError,
+        castlike.InvalidStringError,
+    ):
         assert issubclass(cls, CastError)
         assert issubclass(cls, TypeError) or issubclass(cls, ValueError)

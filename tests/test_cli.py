@@ -39,8 +39,9 @@ def test_cast_from_bits_and_types(capsys) -> None:
     assert result_bits(out) == ["0x9", "0x2"]
     status, out, _ = run(capsys, "cast", "3", "--to", "FLOAT8E8M0", "--round-mode", "down")
     assert result_bits(out) == ["0x80"]
-    status, out, _ = run(capsys, "cast", "1.0625000000000009", "--to", "FLOAT8E4M3FN",
-                         "--profile", "reference")
+    status, out, _ = run(
+        capsys, "cast", "1.0625000000000009", "--to", "FLOAT8E4M3FN", "--profile", "reference"
+    )
     assert result_bits(out) == ["0x38"]
 
 
@@ -64,7 +65,7 @@ def test_explain_shows_the_reasoning(capsys) -> None:
     ],
 )
 def test_errors_are_one_line_with_status_2(capsys, argv, text) -> None:
-    status, out, err = run(capsys, *argv)
+    status, _out, err = run(capsys, *argv)
     assert status == 2
     assert text in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
@@ -88,6 +89,8 @@ def test_types_and_matrix(capsys) -> None:
 def test_python_dash_m() -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "castlike", "cast", "448", "--to", "FLOAT8E4M3FN"],
-        capture_output=True, text=True, check=False,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert proc.returncode == 0 and "(0x7E)" in proc.stdout

@@ -64,7 +64,9 @@ def test_curated(
         with pytest.raises(BackendTypeError, match=unholdable[0].name):
             castlike.cast(x, target.name, **options)
         return
-    expected = oracle_bits(source, target, mode, inputs, cache_dir=curated_cache, cache_key="curated")
+    expected = oracle_bits(
+        source, target, mode, inputs, cache_dir=curated_cache, cache_key="curated"
+    )
     result = castlike.cast(adapter.from_numpy(inputs), target.name, **options)
     assert_cast_equal(
         result,
@@ -79,15 +81,18 @@ def test_curated(
 
 @pytest.mark.parametrize("target", TARGETS, ids=_name)
 @pytest.mark.parametrize("source", SOURCES, ids=_name)
-def test_large_arrays(source: TypeSpec, target: TypeSpec, backend: str, curated_cache: Path) -> None:
+def test_large_arrays(
+    source: TypeSpec, target: TypeSpec, backend: str, curated_cache: Path
+) -> None:
     """Arrays large enough for a backend's blocked or chunked paths, in two shapes."""
     adapter = adapter_named(backend)
     if adapter.native_dtype(source) is None or adapter.native_dtype(target) is None:
         pytest.skip(f"{backend} cannot hold {source.name} or {target.name} (R10)")
     mode = Mode()
     base = curated_inputs(source)
-    expected_base = oracle_bits(source, target, mode, base, cache_dir=curated_cache,
-                                cache_key="curated")
+    expected_base = oracle_bits(
+        source, target, mode, base, cache_dir=curated_cache, cache_key="curated"
+    )
     repeat = -(-300_001 // base.size)  # more than four blocks of 2**16, not a multiple of one
     inputs = np.tile(base, repeat)[:300_001]
     expected = np.tile(expected_base, repeat)[:300_001]
@@ -95,5 +100,12 @@ def test_large_arrays(source: TypeSpec, target: TypeSpec, backend: str, curated_
         count = int(np.prod(shape))
         x = adapter.from_numpy(inputs[:count].reshape(shape))
         result = castlike.cast(x, target.name)
-        assert_cast_equal(result, expected[:count], source, target, inputs[:count],
-                          expected_dtype=adapter.native_dtype(target), expected_shape=shape)
+        assert_cast_equal(
+            result,
+            expected[:count],
+            source,
+            target,
+            inputs[:count],
+            expected_dtype=adapter.native_dtype(target),
+            expected_shape=shape,
+        )

@@ -42,5 +42,5 @@ def test_cast_like_with_dask_arrays() -> None:
     like = da.zeros(1, dtype=np.int8)
     y = castlike.cast_like(x, like)
     assert isinstance(y, da.Array) and y.compute().tolist() == [1, 2, 3]
-    with pytest.raises(castlike.CastTypeError, match="pass like.dtype"):
+    with pytest.raises(castlike.CastTypeError, match=r"pass like\.dtype"):
         castlike.cast_like(np.array([1.0]), like)

@@ -64,7 +64,9 @@ def test_every_pattern(
         with pytest.raises(BackendTypeError, match=target.name):
             castlike.cast(adapter.from_numpy(inputs[:1]), target.name, **options)
         return
-    expected = oracle_bits(source, target, mode, inputs, cache_dir=exhaustive_cache, cache_key="all")
+    expected = oracle_bits(
+        source, target, mode, inputs, cache_dir=exhaustive_cache, cache_key="all"
+    )
     x = adapter.from_numpy(inputs)
     result = castlike.cast(x, target.name, **options)
     assert_cast_equal(

@@ -9,7 +9,7 @@ import pytest
 
 from castlike.backends.numpy import NUMPY_DTYPES
 from castlike.spec.opsets import LATEST_OPSET, OPS, Op, version_for
-from castlike.spec.reference import Exact, cast_value, decode, encode, floor_log2
+from castlike.spec.reference import Exact, cast_value, decode, floor_log2
 from castlike.spec.rules import Mode, Profile, RoundMode
 from castlike.spec.types import TYPES, Kind, OnnxType, spec_of
 
@@ -21,8 +21,10 @@ T = spec_of
 
 def _onnx_types(schema) -> tuple[frozenset[str], frozenset[str]]:
     by_param = {c.type_param_str: c.allowed_type_strs for c in schema.type_constraints}
+
     def names(strs):  # "tensor(float8e4m3fn)" -> "FLOAT8E4M3FN"
-        return frozenset(s[len("tensor("):-1].upper() for s in strs)
+        return frozenset(s[len("tensor(") : -1].upper() for s in strs)
+
     return names(by_param["T1"]), names(by_param["T2"])
 
 
@@ -82,8 +84,9 @@ def test_float_formats_match_ml_dtypes(t) -> None:
     assert info.nmant == fmt.mantissa_bits
 
 
-@pytest.mark.parametrize("t", [t for t in TYPES.values() if t.is_float and t.bits <= 16],
-                         ids=lambda t: t.name)
+@pytest.mark.parametrize(
+    "t", [t for t in TYPES.values() if t.is_float and t.bits <= 16], ids=lambda t: t.name
+)
 def test_decode_matches_ml_dtypes_for_every_pattern(t) -> None:
     dtype = NUMPY_DTYPES[OnnxType(t.code)]
     storage = np.dtype(f"uint{t.storage_bits}")

@@ -50,7 +50,7 @@ class DaskAdapter(Adapter):
         if like is not None and like.shape == array.shape:
             chunks = like.chunks
         else:  # a few chunks along the first axis, so that block-wise code is exercised
-            chunks = (max(1, -(-array.shape[0] // 4)),) + array.shape[1:] if array.ndim else ()
+            chunks = (max(1, -(-array.shape[0] // 4)), *array.shape[1:]) if array.ndim else ()
         return da.from_array(array, chunks=chunks)
 
     def to_numpy(self, x: Any) -> np.ndarray:

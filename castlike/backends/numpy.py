@@ -46,7 +46,7 @@ NUMPY_DTYPES: dict[OnnxType, np.dtype[Any]] = {
     _T.FLOAT6E3M2: np.dtype(ml_dtypes.float6_e3m2fn),
 }
 _BY_DTYPE = {dtype: t for t, dtype in NUMPY_DTYPES.items()}
-_UINTS = {8: np.dtype(np.uint8), 16: np.dtype(np.uint16), 32: np.dtype(np.uint32), 64: np.dtype(np.uint64)}
+_UINTS: dict[int, np.dtype[Any]] = {bits: np.dtype(f"uint{bits}") for bits in (8, 16, 32, 64)}
 
 
 def is_string_dtype(dtype: np.dtype[Any]) -> bool:

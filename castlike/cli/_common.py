@@ -144,4 +144,3 @@ def require_rich() -> Any:
             "this command prints tables with rich: pip install 'castlike[cli]'"
         ) from None
     return Console()
-

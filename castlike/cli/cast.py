@@ -12,7 +12,7 @@ from ..spec.reference import decode
 from ._common import add_cast_options, describe_plan, parse_value, plan_from_args, show, show_bits
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "cast",
         help="cast values and print the results with their bits",
@@ -41,9 +41,11 @@ def run(args: argparse.Namespace) -> int:
     out_bits = [int(b) for b in NUMPY.bits(y, target)]
     print(describe_plan(plan))
     width = max(len(v) for v in args.values)
-    for text, b_in, b_out in zip(args.values, bits, out_bits):
+    for text, b_in, b_out in zip(args.values, bits, out_bits, strict=True):
         held = show(decode(b_in, source))
         result = show(decode(b_out, target))
-        print(f"{text:>{width}}  {source.name} {held} ({show_bits(b_in, source)})"
-              f"  ->  {target.name} {result} ({show_bits(b_out, target)})")
+        print(
+            f"{text:>{width}}  {source.name} {held} ({show_bits(b_in, source)})"
+            f"  ->  {target.name} {result} ({show_bits(b_out, target)})"
+        )
     return 0

@@ -5,10 +5,18 @@ from __future__ import annotations
 import argparse
 
 from ..spec.reference import decode, explain
-from ._common import add_cast_options, describe_plan, parse_value, plan_from_args, read_exact, show, show_bits
+from ._common import (
+    add_cast_options,
+    describe_plan,
+    parse_value,
+    plan_from_args,
+    read_exact,
+    show,
+    show_bits,
+)
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "explain",
         help="show how the rules cast one value",
@@ -29,7 +37,9 @@ def run(args: argparse.Namespace) -> int:
     lines = [describe_plan(plan)]
     if not args.value.lower().startswith("0x"):
         lines.append(f"written      {args.value}  (exact: {read_exact(args.value)})")
-    lines.append(f"held as      {source.name} {show(held)} ({show_bits(bits_in, source)}), exact {held}")
+    lines.append(
+        f"held as      {source.name} {show(held)} ({show_bits(bits_in, source)}), exact {held}"
+    )
     if why.rounded_value != held:
         lines.append(f"pre-rounded  {show(why.rounded_value)} (profile {plan.mode.profile.value})")
     if why.rounding is not None:

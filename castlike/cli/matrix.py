@@ -10,7 +10,7 @@ from ..spec.types import TYPES, OnnxType
 from ._common import require_rich
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "matrix",
         help="print the allowed type pairs of Cast or CastLike at an opset",
@@ -42,8 +42,12 @@ def run(args: argparse.Namespace) -> int:
     for t in types:
         table.add_column(str(t.code), justify="center", no_wrap=True)
     for s in types:
-        cells = ["[green]✓[/]" if OnnxType(s.code) in allowed and OnnxType(t.code) in allowed
-                 else "[dim]·[/]" for t in types]
+        cells = [
+            "[green]✓[/]"
+            if OnnxType(s.code) in allowed and OnnxType(t.code) in allowed
+            else "[dim]·[/]"
+            for t in types
+        ]
         table.add_row(f"{s.code:>2} {s.name}", *cells)
     console.print(table)
     attributes = ", ".join(sorted(version.attributes)) or "none"

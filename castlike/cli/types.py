@@ -11,7 +11,7 @@ from ..spec.types import TYPES, Kind, Special
 from ._common import require_rich, show
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "types",
         help="print the ONNX element types and their formats",
@@ -31,10 +31,24 @@ def run(args: argparse.Namespace) -> int:
 
     console = require_rich()
     floats = Table(title="Float types (RULES.md R1, R3-R6)", header_style="bold")
-    for column in ("code", "name", "E", "M", "bias", "max", "min normal", "min subnormal",
-                   "Inf", "NaN", "-0"):
-        floats.add_column(column, justify="left" if column == "name" else "right",
-                          no_wrap=column in ("name", "NaN"))
+    for column in (
+        "code",
+        "name",
+        "E",
+        "M",
+        "bias",
+        "max",
+        "min normal",
+        "min subnormal",
+        "Inf",
+        "NaN",
+        "-0",
+    ):
+        floats.add_column(
+            column,
+            justify="left" if column == "name" else "right",
+            no_wrap=column in ("name", "NaN"),
+        )
     ints = Table(title="Integer and other types", header_style="bold")
     for column in ("code", "name", "kind", "bits", "min", "max"):
         ints.add_column(column, justify="right")
@@ -43,8 +57,13 @@ def run(args: argparse.Namespace) -> int:
             fmt = t.fmt
             nan = fmt.nan_bits()
             floats.add_row(
-                str(t.code), t.name, str(fmt.exponent_bits), str(fmt.mantissa_bits),
-                str(fmt.bias), _value(fmt.max_value), _value(fmt.min_normal),
+                str(t.code),
+                t.name,
+                str(fmt.exponent_bits),
+                str(fmt.mantissa_bits),
+                str(fmt.bias),
+                _value(fmt.max_value),
+                _value(fmt.min_normal),
                 _value(fmt.min_subnormal) if fmt.special is not Special.E8M0 else "-",
                 "yes" if fmt.has_inf else "no",
                 f"0x{nan:X}" if nan is not None else "none",
@@ -53,13 +72,15 @@ def run(args: argparse.Namespace) -> int:
         elif t.kind is Kind.STRING:
             ints.add_row(str(t.code), t.name, t.kind.value, "-", "-", "-")
         else:
-            ints.add_row(str(t.code), t.name, t.kind.value, str(t.bits), str(t.int_min),
-                         str(t.int_max))
+            ints.add_row(
+                str(t.code), t.name, t.kind.value, str(t.bits), str(t.int_min), str(t.int_max)
+            )
     console.print(floats)
     console.print(ints)
     adapters = loaded_adapters()
-    dtypes = Table(title="Backend dtypes ('-': the library cannot hold the type)",
-                   header_style="bold")
+    dtypes = Table(
+        title="Backend dtypes ('-': the library cannot hold the type)", header_style="bold"
+    )
     dtypes.add_column("name")
     for adapter in adapters:
         dtypes.add_column(adapter.name)
@@ -70,6 +91,7 @@ def run(args: argparse.Namespace) -> int:
             cells.append(str(dtype) if dtype is not None else "-")
         dtypes.add_row(t.name, *cells)
     console.print(dtypes)
-    console.print("COMPLEX64 (14) and COMPLEX128 (15) are rejected: casting from/to complex "
-                  "is not supported.")
+    console.print(
+        "COMPLEX64 (14) and COMPLEX128 (15) are rejected: casting from/to complex is not supported."
+    )
     return 0

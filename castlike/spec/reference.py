@@ -213,10 +213,7 @@ def _signed_max(fmt: FloatFormat, negative: bool) -> int:
 def _act(action: Action, fmt: FloatFormat, negative: bool) -> int:
     if action is Action.MAX:
         return _signed_max(fmt, negative)
-    if action is Action.INF:
-        bits = fmt.inf_bits(negative)
-    else:
-        bits = fmt.nan_bits(negative)
+    bits = fmt.inf_bits(negative) if action is Action.INF else fmt.nan_bits(negative)
     assert bits is not None
     return bits
 
@@ -229,11 +226,11 @@ def _to_float(value: Exact, target: TypeSpec, mode: Mode) -> _Result:
             if rules.finite_only_nan == "max":
                 return _Result(fmt.max_bits, "R5 NaN -> +max", None, value)
             # ml_dtypes turns +NaN into -0 and -NaN into +0.
-            bits = 0 if value.negative else fmt.sign_mask
-            return _Result(bits, "R12 reference: NaN -> zero of opposite sign", None, value)
-        bits = fmt.nan_bits(value.negative)
-        assert bits is not None
-        return _Result(bits, "NaN -> NaN", None, value)
+            zero = 0 if value.negative else fmt.sign_mask
+            return _Result(zero, "R12 reference: NaN -> zero of opposite sign", None, value)
+        nan = fmt.nan_bits(value.negative)
+        assert nan is not None
+        return _Result(nan, "NaN -> NaN", None, value)
     rule = overflow_rule(target, mode)
     if value.is_inf:
         return _Result(_act(rule.inf, fmt, value.negative), f"Inf -> {rule.inf.value}", None, value)
@@ -248,7 +245,9 @@ def _to_float(value: Exact, target: TypeSpec, mode: Mode) -> _Result:
     rounding = round_to_format(value.magnitude, fmt)
     if rounding.result > fmt.max_value:
         action = rule.overflow
-        return _Result(_act(action, fmt, value.negative), f"[x] > max -> {action.value}", rounding, value)
+        return _Result(
+            _act(action, fmt, value.negative), f"[x] > max -> {action.value}", rounding, value
+        )
     bits = encode(rounding.result, value.negative, fmt)
     return _Result(bits, "round to nearest, ties to even", rounding, value)
 
@@ -279,7 +278,9 @@ def _to_e8m0(value: Exact, target: TypeSpec, mode: Mode) -> _Result:
         if mode.saturate:
             return _Result(highest, "R6 above range -> 2^127 (saturate)", rounding, value)
         return _Result(nan, "R6 above range -> NaN (no saturate)", rounding, value)
-    return _Result(encode(rounding.result, False, fmt), f"R6 round {mode.round_mode.value}", rounding, value)
+    return _Result(
+        encode(rounding.result, False, fmt), f"R6 round {mode.round_mode.value}", rounding, value
+    )
 
 
 def _onnx_e8m0_helper(value: Exact, mode: Mode) -> _Result:
@@ -298,7 +299,9 @@ def _onnx_e8m0_helper(value: Exact, mode: Mode) -> _Result:
         round_up = False
     if round_up and mode.saturate and exponent == 0xFE:
         round_up = False
-    return _Result((exponent + int(round_up)) & 0xFF, "R12 reference: onnx e8m0 helper", None, as_float)
+    return _Result(
+        (exponent + int(round_up)) & 0xFF, "R12 reference: onnx e8m0 helper", None, as_float
+    )
 
 
 def _to_integer(value: Exact, source: TypeSpec, target: TypeSpec, mode: Mode) -> _Result:
@@ -381,4 +384,6 @@ def explain(value: Exact, source: TypeSpec, target: TypeSpec, mode: Mode) -> Exp
     """Like :func:`cast_value`, with the neighbours, the tie and the rule that fired."""
     res = _cast(value, source, target, mode)
     result = decode(res.bits, target)
-    return Explanation(value, source, target, mode, res.bits, result, res.rule, res.value, res.rounding)
+    return Explanation(
+        value, source, target, mode, res.bits, result, res.rule, res.value, res.rounding
+    )
