@@ -70,6 +70,8 @@ class Engine:
         if target.kind is Kind.BOOL:
             return self.nonzero(x, source)
         if target.is_integer:
+            if target.is_sub_byte and mode.profile.rules.sub_byte_range == "saturate":
+                x = self.clip_to_range(x, source, target)
             if source.is_float:
                 return self.float_to_integer(x, source, target, mode)
             return self.integer_to_integer(x, target)
@@ -155,6 +157,16 @@ class Engine:
         if not high_is_exact:
             out = xp.where(x >= limit, xp.asarray(target.int_max, dtype=out.dtype), out)
         return out
+
+    def clip_to_range(self, x: Any, source: TypeSpec, target: TypeSpec) -> Any:
+        """Clip to ``target``'s integer range (legacy sub-byte rule).  NaN and Inf pass
+        through, so that the conversion after it maps them to 0 as R7 says in every profile."""
+        xp = self.xp
+        if source.is_float:
+            clipped = xp.clip(x, float(target.int_min), float(target.int_max))
+            return xp.where(xp.isinf(x), x, clipped)
+        low = max(target.int_min, source.int_min)  # bounds the source dtype can hold
+        return xp.clip(x, low, min(target.int_max, source.int_max))
 
     def integer_to_integer(self, x: Any, target: TypeSpec) -> Any:
         """R8: keep the low bits (two's complement)."""

@@ -203,6 +203,8 @@ def _spec_fingerprint() -> str:
     here = Path(__file__).parent / "spec"
     digest = hashlib.sha256()
     for path in sorted(here.glob("*.py")):
+        if path.name == "strings.py":
+            continue  # the string rules (R9) do not change the numeric answers cached here
         digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
 

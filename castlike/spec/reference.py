@@ -230,6 +230,9 @@ def _to_float(value: Exact, target: TypeSpec, mode: Mode) -> _Result:
             return _Result(zero, "R12 reference: NaN -> zero of opposite sign", None, value)
         nan = fmt.nan_bits(value.negative)
         assert nan is not None
+        if target.code == OnnxType.FLOAT8E5M2 and rules.float8e5m2_nan != fmt.nan_bits():
+            nan = rules.float8e5m2_nan | (fmt.sign_mask if value.negative else 0)
+            return _Result(nan, "R12 legacy: NaN -> 0x7F / 0xFF", None, value)
         return _Result(nan, "NaN -> NaN", None, value)
     rule = overflow_rule(target, mode)
     if value.is_inf:
@@ -314,10 +317,14 @@ def _to_integer(value: Exact, source: TypeSpec, target: TypeSpec, mode: Mode) ->
         if value.kind != "finite":
             return _Result(0, "R7 [castlike] NaN/Inf -> 0", None, value)
         v = value.signed_value
-        if mode.profile.rules.sub_byte_rounding == "half_even":
+        rules = mode.profile.rules
+        if rules.sub_byte_rounding == "half_even":
             n, rule = round(v), "R7 round half to even, keep low bits"
         else:
             n, rule = int(v), "R12 reference: truncate, keep low bits"
+        if rules.sub_byte_range == "saturate":
+            n = min(max(n, target.int_min), target.int_max)
+            rule = "R12 legacy: clip to the range, round half to even"
         return _Result(n & mask, rule, None, value)
     if source.kind in (Kind.SIGNED, Kind.UNSIGNED, Kind.BOOL):
         return _Result(int(value.signed_value) & mask, "R8 keep low bits", None, value)

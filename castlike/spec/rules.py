@@ -57,6 +57,12 @@ class ProfileRules:
     wide_sources_via_float: bool
     #: float -> INT4/UINT4/INT2/UINT2: "half_even" (int4/int2 notes) or "toward_zero" (ml_dtypes).
     sub_byte_rounding: str
+    #: any number -> INT4/UINT4/INT2/UINT2 beyond the range: "wrap" (keep the low bits, the
+    #: int4/int2 notes) or "saturate" (onnx <= 1.18: clip to the range, then round).
+    sub_byte_range: str
+    #: The NaN pattern of FLOAT8E5M2 (sign bit added for negative NaN): 0x7E (ml_dtypes) or
+    #: 0x7F (onnx <= 1.18's own float8 conversion).
+    float8e5m2_nan: int
     #: NaN -> FLOAT4E2M1/FLOAT6*: "max" (float4 note) or "opposite_zero" (ml_dtypes: +NaN -> -0).
     finite_only_nan: str
     #: -> FLOAT8E8M0: "rules" (R6) or "onnx_helper" (onnx.numpy_helper.to_float8e8m0).
@@ -73,6 +79,8 @@ PROFILES: dict[Profile, ProfileRules] = {
     Profile.SPEC: ProfileRules(
         wide_sources_via_float=False,
         sub_byte_rounding="half_even",
+        sub_byte_range="wrap",
+        float8e5m2_nan=0x7E,
         finite_only_nan="max",
         e8m0="rules",
         fnuz_inf="by_opset",
@@ -82,6 +90,8 @@ PROFILES: dict[Profile, ProfileRules] = {
     Profile.REFERENCE: ProfileRules(
         wide_sources_via_float=True,
         sub_byte_rounding="toward_zero",
+        sub_byte_range="wrap",
+        float8e5m2_nan=0x7E,
         finite_only_nan="opposite_zero",
         e8m0="onnx_helper",
         fnuz_inf="max",
@@ -89,7 +99,17 @@ PROFILES: dict[Profile, ProfileRules] = {
         strings="numpy",
     ),
 }
-PROFILES[Profile.LEGACY] = replace(PROFILES[Profile.REFERENCE], bfloat16="truncate")
+#: onnx <= 1.18's reference (and the test data it generated) differs from today's in four ways:
+#: BFLOAT16 by truncation, INT4/UINT4 by clip-then-round-half-even, NaN -> FLOAT8E5M2 as
+#: 0x7F/0xFF, and NaN -> FLOAT4E2M1 as +max (the float4 note's rule).
+PROFILES[Profile.LEGACY] = replace(
+    PROFILES[Profile.REFERENCE],
+    bfloat16="truncate",
+    sub_byte_rounding="half_even",
+    sub_byte_range="saturate",
+    float8e5m2_nan=0x7F,
+    finite_only_nan="max",
+)
 
 _T = OnnxType
 
@@ -168,8 +188,12 @@ def _relevant_knobs(source: TypeSpec, target: TypeSpec, mode: Mode) -> tuple[str
     knobs = []
     if s in WIDE_SOURCES and t in ROUNDED_VIA_FLOAT_TARGETS:
         knobs.append("wide_sources_via_float")
-    if target.is_sub_byte and target.is_integer and floaty:
-        knobs.append("sub_byte_rounding")
+    if target.is_sub_byte and target.is_integer:
+        knobs.append("sub_byte_range")
+        if floaty:
+            knobs.append("sub_byte_rounding")
+    if t is _T.FLOAT8E5M2 and floaty:
+        knobs.append("float8e5m2_nan")
     if target.float_format is not None and target.fmt.special is Special.FINITE and floaty:
         knobs.append("finite_only_nan")
     if t is _T.FLOAT8E8M0:

@@ -1,0 +1,259 @@
+"""``castlike parity``: every installed backend against the exact oracle, bit for bit."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..parity import LIBRARIES, Cell, CellStatus, ParityReport, available_backends, run_parity
+
+__all__ = ["register", "run"]
+
+HELP = "check that every backend gives the oracle's bits for every pair and mode"
+DESCRIPTION = """\
+For every (source, target) pair, every mode (saturate, round_mode, profile, and the Cast-19..23
+rule for Inf into FNUZ types) and every installed backend, cast the same inputs and compare the
+result bits with the exact oracle's (cached on disk).  Inputs: every pattern of the 8-bit and
+smaller types; of the 16-bit types with --exhaustive (else --random patterns); curated values
+plus --random patterns of the 32/64-bit types, reproducible from --seed.  Exit status 1 on any
+mismatch."""
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``parity`` subcommand."""
+    p = subparsers.add_parser("parity", help=HELP, description=DESCRIPTION)
+    p.add_argument(
+        "--backend",
+        action="append",
+        choices=list(LIBRARIES),
+        help="a backend to check (repeatable; default: every installed one)",
+    )
+    p.add_argument(
+        "--exhaustive", action="store_true", help="every bit pattern of the 16-bit sources"
+    )
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    p.add_argument(
+        "--random",
+        type=int,
+        default=4096,
+        metavar="N",
+        help="random bit patterns per wide (and, without --exhaustive, 16-bit) source "
+        "(default 4096)",
+    )
+    p.add_argument("--source", action="append", metavar="TYPE", help="only these sources")
+    p.add_argument("--target", action="append", metavar="TYPE", help="only these targets")
+    p.add_argument("--html", type=Path, metavar="FILE", help="write the colour matrix as HTML")
+    p.add_argument("--png", type=Path, metavar="FILE", help="write the colour matrix as PNG")
+    p.add_argument("--json", type=Path, metavar="FILE", help="write the full report as JSON")
+    p.add_argument(
+        "--cache-dir",
+        type=Path,
+        metavar="DIR",
+        help="oracle cache (default $CASTLIKE_CACHE/oracle or ~/.cache/castlike/oracle)",
+    )
+    p.add_argument(
+        "--jobs", type=int, metavar="N", help="processes filling the oracle cache (default: all)"
+    )
+    p.add_argument(
+        "--full", action="store_true", help="print every pair, not one row per source type"
+    )
+    p.set_defaults(func=run)
+
+
+def _error(message: str) -> int:
+    print(f"castlike parity: error: {message}", file=sys.stderr)
+    return 2
+
+
+def _backends(requested: list[str] | None) -> list[str] | str:
+    """The backends to run, or an error message."""
+    if not requested:
+        return available_backends()
+    names = list(dict.fromkeys(requested))
+    for name in names:
+        try:
+            importlib.import_module(LIBRARIES[name])
+        except ImportError:
+            return f"{name} is not installed (pip install 'castlike[{name}]')"
+    return names
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the check; 0 when every backend matches the oracle, 1 otherwise, 2 on bad input."""
+    try:
+        from rich.console import Console
+    except ImportError:
+        return _error("the parity command needs rich: pip install 'castlike[cli]'")
+    from .._frontend import resolve_type
+
+    if args.random < 0:
+        return _error("--random must be 0 or more")
+    if args.png is not None:
+        try:
+            importlib.import_module("PIL")
+        except ImportError:
+            return _error("--png needs Pillow: pip install 'castlike[cli]'")
+    sources = [resolve_type(n) for n in args.source] if args.source else None
+    targets = [resolve_type(n) for n in args.target] if args.target else None
+    for t in (sources or []) + (targets or []):
+        if not t.is_numeric:
+            return _error("parity covers the numeric types; STRING has its own tests")
+    backends = _backends(args.backend)
+    if isinstance(backends, str):
+        return _error(backends)
+
+    console = Console()
+    report = _run_with_progress(args, backends, sources, targets, console)
+    inputs = "exhaustive" if report.exhaustive else f"sampled, seed {report.seed}"
+    what = "every pair" if args.full else "targets per source type"
+    console.print(f"[bold]castlike parity[/] ({inputs}): {what} x backend")
+    console.print(_matrix(report, full=args.full))
+    console.print(
+        "[green]✓[/] passes every mode · [bold red]✗[/] differs (elements) · "
+        "[bright_black]n/r[/]: the backend cannot hold the pair",
+        highlight=False,
+    )
+    _print_failures(report, console)
+    for note in report.notes:
+        console.print(f"[yellow]note:[/] {note}")
+    _print_summary(report, console)
+    if args.json is not None:
+        args.json.write_text(json.dumps(report.to_json(), indent=1), encoding="utf-8")
+        console.print(f"JSON report: {args.json}")
+    if args.html is not None:
+        from .._parity_render import render_html
+
+        render_html(report, args.html)
+        console.print(f"HTML matrix: {args.html}")
+    if args.png is not None:
+        from .._parity_render import render_png
+
+        render_png(report, args.png)
+        console.print(f"PNG matrix: {args.png}")
+    return 0 if report.ok else 1
+
+
+def _run_with_progress(
+    args: argparse.Namespace,
+    backends: list[str],
+    sources: Any,
+    targets: Any,
+    console: Any,
+) -> ParityReport:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    columns = (
+        "[progress.description]{task.description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=console, transient=False) as progress:
+        oracle_task = None
+        backend_task = None
+
+        def on_oracle(done: int, total: int) -> None:
+            nonlocal oracle_task
+            if oracle_task is None:
+                oracle_task = progress.add_task("oracle tables (cold cache)", total=total)
+            progress.update(oracle_task, completed=done)
+
+        def on_backend(done: int, total: int) -> None:
+            nonlocal backend_task
+            if backend_task is None:
+                backend_task = progress.add_task(f"casts on {', '.join(backends)}", total=total)
+            progress.update(backend_task, completed=done)
+
+        return run_parity(
+            backends,
+            exhaustive=args.exhaustive,
+            seed=args.seed,
+            n_random=args.random,
+            sources=sources,
+            targets=targets,
+            cache_dir=args.cache_dir,
+            workers=args.jobs,
+            oracle_progress=on_oracle,
+            progress=on_backend,
+        )
+
+
+def _cell_markup(cell: Cell) -> str:
+    if cell.status is CellStatus.PASS:
+        return "[green]✓[/]"
+    if cell.status is CellStatus.NOT_REPRESENTABLE:
+        return "[bright_black]n/r[/]"
+    if cell.status is CellStatus.ERROR:
+        return "[bold red]error[/]"
+    return f"[bold red]✗ {cell.mismatch_count}[/]"
+
+
+def _group_markup(cells: list[Cell]) -> str:
+    """One source row's cells on one backend: how many targets pass, fail, or cannot run."""
+    passed = sum(c.status is CellStatus.PASS for c in cells)
+    nr = sum(c.status is CellStatus.NOT_REPRESENTABLE for c in cells)
+    bad = [c for c in cells if c.status in (CellStatus.MISMATCH, CellStatus.ERROR)]
+    parts = []
+    if bad:
+        parts.append(f"[bold red]✗ {len(bad)} ({sum(c.mismatch_count for c in bad)} elements)[/]")
+    if passed:
+        parts.append(f"[green]✓ {passed}[/]")
+    if nr:
+        parts.append(f"[bright_black]{nr} n/r[/]")
+    return "  ".join(parts)
+
+
+def _matrix(report: ParityReport, *, full: bool) -> Any:
+    from rich.table import Table
+
+    if full:
+        table = Table()
+        table.add_column("source → target")
+        for b in report.backends:
+            table.add_column(b, justify="center")
+        for s in report.sources:
+            for t in report.targets:
+                cells = [report.cell(s, t, b) for b in report.backends]
+                table.add_row(f"{s.name} → {t.name}", *(_cell_markup(c) for c in cells))
+        return table
+    table = Table()
+    table.add_column("source")
+    for b in report.backends:
+        table.add_column(b)
+    for s in report.sources:
+        row = [
+            _group_markup([report.cell(s, t, b) for t in report.targets]) for b in report.backends
+        ]
+        table.add_row(s.name, *row)
+    return table
+
+
+def _print_failures(report: ParityReport, console: Any) -> None:
+    failed = report.failed
+    if not failed:
+        return
+    console.print(f"[bold red]{len(failed)} failing (pair, backend) cell(s):[/]")
+    for key in failed:
+        cell = report.cells[key]
+        source, target, backend = key
+        if cell.status is CellStatus.ERROR:
+            console.print(f"{source} -> {target} on {backend}: {cell.reason}", markup=False)
+        for m in cell.mismatches:
+            console.print(m.text, markup=False, highlight=False)
+
+
+def _print_summary(report: ParityReport, console: Any) -> None:
+    counts = report.counts()
+    parts = []
+    for b, c in counts.items():
+        bad = c["mismatch"] + c["error"]
+        parts.append(f"{b}: {c['pass']} pass, {bad} fail, {c['not representable']} n/r")
+    verdict = "[green]no mismatch[/]" if report.ok else "[bold red]MISMATCH[/]"
+    console.print(
+        f"{verdict} — {'; '.join(parts)} — {report.seconds:.1f} s "
+        f"(oracle {report.oracle_seconds:.1f} s)"
+    )

@@ -1,0 +1,428 @@
+"""Cross-backend parity: every backend against the exact oracle, bit for bit.
+
+For every (source, target) pair and every mode (saturate on/off, each ``round_mode``, each
+profile of R12, and the Cast-19..23 rule for Inf into the FNUZ float8 types), the same inputs
+go to every selected backend and to the oracle (:mod:`castlike.spec.reference`), and the
+result bits are compared (NaN as "is NaN" for IEEE targets, R3):
+
+* sources of 16 bits or fewer: every bit pattern with ``exhaustive``, else every pattern of
+  the 8-bit-or-smaller types and ``n_random`` random patterns of the 16-bit ones;
+* 32- and 64-bit sources: the curated inputs of :func:`castlike.testing.curated_inputs` plus
+  ``n_random`` random bit patterns, reproducible from ``seed``.
+
+The oracle's answers are cached on disk (:func:`castlike.testing.precompute`, computed in
+parallel), so that a second run only costs the backends' time.  A pair a backend cannot hold
+(R10) is *not representable*, never a failure.
+
+The command line front end is ``castlike parity`` (:mod:`castlike.cli.parity`); renderings of
+a :class:`ParityReport` as HTML and PNG live in :mod:`castlike._parity_render`.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import castlike
+
+from .backends import Adapter, adapter_named
+from .spec.opsets import Op, version_for
+from .spec.rules import Mode, Profile, RoundMode, canonical_mode
+from .spec.types import OnnxType, TypeSpec
+from .testing import (
+    OracleJob,
+    all_modes,
+    compare_bits,
+    default_cache_dir,
+    inputs_for,
+    mode_id,
+    numeric_types,
+    oracle_bits,
+    precompute,
+)
+
+__all__ = [
+    "Cell",
+    "CellStatus",
+    "Check",
+    "ModeMismatch",
+    "ParityReport",
+    "available_backends",
+    "checks_for",
+    "input_keys",
+    "run_parity",
+]
+
+_T = OnnxType
+_FNUZ = frozenset({_T.FLOAT8E4M3FNUZ, _T.FLOAT8E5M2FNUZ})
+#: The newest opset whose Cast turns +-Inf into NaN for the FNUZ types with saturate on (R2).
+_FNUZ_NAN_OPSET = 23
+#: Which Python module must import for each backend.
+LIBRARIES = {"numpy": "numpy", "torch": "torch", "jax": "jax", "dask": "dask.array"}
+
+
+class CellStatus(enum.Enum):
+    """The verdict for one (source, target, backend)."""
+
+    PASS = "pass"
+    MISMATCH = "mismatch"
+    NOT_REPRESENTABLE = "not representable"
+    ERROR = "error"
+
+
+@dataclass(frozen=True)
+class Check:
+    """One way of casting a pair: a mode, and the opset that selects it (None: the latest)."""
+
+    mode: Mode
+    opset: int | None = None
+
+    @property
+    def id(self) -> str:
+        return mode_id(self.mode)
+
+    def options(self) -> dict[str, Any]:
+        """Keyword arguments of :func:`castlike.cast` for this check."""
+        return {
+            "saturate": self.mode.saturate,
+            "round_mode": self.mode.round_mode.value,
+            "profile": self.mode.profile.value,
+            "opset": self.opset,
+        }
+
+
+def checks_for(source: TypeSpec, target: TypeSpec) -> list[Check]:
+    """Every mode of :func:`castlike.testing.all_modes`, plus, for the FNUZ targets, Cast-23
+    with saturate on (Inf -> NaN in the spec profile) where Cast-23 allows the pair."""
+    checks = [Check(m) for m in all_modes()]
+    old = version_for(Op.CAST, _FNUZ_NAN_OPSET)
+    assert old is not None
+    if _T(target.code) in _FNUZ and _T(source.code) in old.types:
+        for profile in Profile:
+            mode = Mode(True, RoundMode.UP, profile, inf_to_fnuz_is_nan=True)
+            checks.append(Check(mode, _FNUZ_NAN_OPSET))
+    return checks
+
+
+def input_keys(source: TypeSpec, *, exhaustive: bool, seed: int, n_random: int) -> list[str]:
+    """The oracle-cache keys (see :func:`castlike.testing.inputs_for`) of a source's inputs."""
+    random_key = f"random-{n_random}-{seed}"
+    if source.bits <= 8 or (source.bits <= 16 and exhaustive):
+        return ["all"]
+    if source.bits <= 16:
+        return [random_key]
+    return ["curated", random_key] if n_random else ["curated"]
+
+
+@dataclass
+class ModeMismatch:
+    """The differing elements of one check of one pair on one backend."""
+
+    check: str
+    count: int
+    #: (input bits, expected bits, actual bits) of the first differing elements, in hex.
+    examples: list[tuple[str, str, str]]
+    text: str
+
+
+@dataclass
+class Cell:
+    """One (source, target, backend): the verdict over every check."""
+
+    status: CellStatus
+    checks: int = 0
+    elements: int = 0
+    mismatches: list[ModeMismatch] = field(default_factory=list)
+    reason: str = ""
+
+    @property
+    def mismatch_count(self) -> int:
+        """Differing elements, summed over the checks."""
+        return sum(m.count for m in self.mismatches)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "status": self.status.value,
+            "checks": self.checks,
+            "elements_per_check": self.elements,
+            "mismatching_elements": self.mismatch_count,
+            "reason": self.reason,
+            "mismatches": [
+                {
+                    "mode": m.check,
+                    "count": m.count,
+                    "examples": [
+                        {"input": i, "expected": e, "actual": a} for i, e, a in m.examples
+                    ],
+                }
+                for m in self.mismatches
+            ],
+        }
+
+
+@dataclass
+class ParityReport:
+    """The verdict of every (source, target, backend) of a parity run."""
+
+    backends: list[str]
+    sources: list[TypeSpec]
+    targets: list[TypeSpec]
+    cells: dict[tuple[str, str, str], Cell]
+    exhaustive: bool
+    seed: int
+    n_random: int
+    #: Seconds spent filling the oracle cache, and in total.
+    oracle_seconds: float = 0.0
+    seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    def cell(self, source: TypeSpec, target: TypeSpec, backend: str) -> Cell:
+        return self.cells[(source.name, target.name, backend)]
+
+    @property
+    def failed(self) -> list[tuple[str, str, str]]:
+        """Keys of the cells with a mismatch or an error."""
+        return [
+            k for k, c in self.cells.items() if c.status in (CellStatus.MISMATCH, CellStatus.ERROR)
+        ]
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+    def counts(self) -> dict[str, dict[str, int]]:
+        """Per backend: pairs of each status."""
+        out = {b: {s.value: 0 for s in CellStatus} for b in self.backends}
+        for (_, _, backend), c in self.cells.items():
+            out[backend][c.status.value] += 1
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "backends": self.backends,
+            "exhaustive": self.exhaustive,
+            "seed": self.seed,
+            "random_inputs": self.n_random,
+            "seconds": round(self.seconds, 2),
+            "oracle_seconds": round(self.oracle_seconds, 2),
+            "notes": self.notes,
+            "summary": self.counts(),
+            "ok": self.ok,
+            "pairs": [
+                {
+                    "source": s.name,
+                    "target": t.name,
+                    "backends": {b: self.cell(s, t, b).to_json() for b in self.backends},
+                }
+                for s in self.sources
+                for t in self.targets
+            ],
+        }
+
+
+def available_backends() -> list[str]:
+    """The backends whose library imports here, NumPy first."""
+    import importlib
+
+    found = []
+    for name, module in LIBRARIES.items():
+        try:
+            importlib.import_module(module)
+            adapter_named(name)
+        except Exception:  # any failure to import means "not installed"
+            continue
+        found.append(name)
+    return found
+
+
+def _hex(bits: int, t: TypeSpec) -> str:
+    return f"0x{int(bits):0{max(1, (t.bits + 3) // 4)}X}"
+
+
+def _run_cell(
+    adapter: Adapter,
+    x: Any,
+    inputs: np.ndarray,
+    source: TypeSpec,
+    target: TypeSpec,
+    checks: Sequence[Check],
+    expected: dict[Mode, np.ndarray],
+    limit: int,
+    tick: Callable[[], None],
+) -> Cell:
+    cell = Cell(CellStatus.PASS, checks=len(checks), elements=int(inputs.size))
+    for check in checks:
+        try:
+            result = castlike.cast(x, target.name, **check.options())
+            host = adapter.to_numpy(result)
+            want = expected[canonical_mode(check.mode, source, target)]
+            mismatch = compare_bits(host, want, source, target, inputs)
+        except Exception as exc:  # a crash is a verdict, not the end of the run
+            cell.status = CellStatus.ERROR
+            cell.reason = f"{check.id}: {type(exc).__name__}: {exc}"
+            tick()
+            continue
+        if mismatch is not None:
+            if cell.status is CellStatus.PASS:
+                cell.status = CellStatus.MISMATCH
+            examples = [
+                (_hex(i, source), _hex(e, target), _hex(a, target))
+                for i, e, a in zip(
+                    mismatch.input_bits[:limit],
+                    mismatch.expected[:limit],
+                    mismatch.actual[:limit],
+                    strict=True,
+                )
+            ]
+            text = (
+                f"{adapter.name}, mode {check.id}"
+                + (f" (opset {check.opset})" if check.opset else "")
+                + ": "
+                + mismatch.describe(source, target, limit)
+            )
+            cell.mismatches.append(ModeMismatch(check.id, mismatch.count, examples, text))
+        tick()
+    return cell
+
+
+def run_parity(
+    backends: Sequence[str] | None = None,
+    *,
+    exhaustive: bool = False,
+    seed: int = 0,
+    n_random: int = 4096,
+    sources: Sequence[TypeSpec] | None = None,
+    targets: Sequence[TypeSpec] | None = None,
+    cache_dir: Path | None = None,
+    workers: int | None = None,
+    limit: int = 5,
+    oracle_progress: Callable[[int, int], None] | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> ParityReport:
+    """Cast the same inputs on every backend and compare the bits with the oracle's.
+
+    Parameters
+    ----------
+    backends : sequence of str, optional
+        Backend names ("numpy", "torch", "jax", "dask"); default :func:`available_backends`.
+    exhaustive : bool
+        Every bit pattern of the 16-bit sources (else ``n_random`` random ones).
+    seed, n_random : int
+        The random inputs added to the wide sources (and the 16-bit ones when not exhaustive).
+    sources, targets : sequence of TypeSpec, optional
+        Restrict the pairs (default: every numeric type on both sides).
+    cache_dir : path, optional
+        Oracle cache (default ``default_cache_dir() / "oracle"``).
+    workers : int, optional
+        Processes computing missing oracle answers (default: every core).
+    limit : int
+        Differing elements listed per mismatch.
+    oracle_progress, progress : callable, optional
+        ``f(done, total)`` while the oracle cache fills, and while the backends run.
+
+    Returns
+    -------
+    ParityReport
+
+    Notes
+    -----
+    Missing oracle answers are computed by *spawned* worker processes (forking a process that
+    holds JAX or torch threads can deadlock), so a script calling this needs the usual
+    ``if __name__ == "__main__":`` guard.
+    """
+    started = time.perf_counter()
+    all_types = numeric_types()
+    sources = list(sources or all_types)
+    targets = list(targets or all_types)
+    cache = Path(cache_dir) if cache_dir is not None else default_cache_dir() / "oracle"
+    keys = {
+        s.name: input_keys(s, exhaustive=exhaustive, seed=seed, n_random=n_random) for s in sources
+    }
+    checks = {(s.name, t.name): checks_for(s, t) for s in sources for t in targets}
+    jobs = [
+        OracleJob(s, t, c.mode, key)
+        for s in sources
+        for t in targets
+        for c in checks[(s.name, t.name)]
+        for key in keys[s.name]
+    ]
+    # Spawned workers: the parent may hold JAX or torch, whose threads must not be forked.
+    precompute(jobs, cache, workers, progress=oracle_progress, start_method="spawn")
+    oracle_seconds = time.perf_counter() - started
+
+    names = list(backends) if backends is not None else available_backends()
+    adapters = {name: adapter_named(name) for name in names}
+    report = ParityReport(names, sources, targets, {}, exhaustive, seed, n_random)
+    report.oracle_seconds = oracle_seconds
+    total = sum(
+        len(checks[(s.name, t.name)])
+        for s in sources
+        for t in targets
+        for a in adapters.values()
+        if a.native_dtype(s) is not None and a.native_dtype(t) is not None
+    )
+    done = 0
+
+    def tick() -> None:
+        nonlocal done
+        done += 1
+        if progress is not None:
+            progress(done, total)
+
+    for source in sources:
+        blocks = {k: inputs_for(source, k) for k in keys[source.name]}
+        inputs = np.concatenate(list(blocks.values()))
+        on_backend = {
+            name: a.from_numpy(inputs)
+            for name, a in adapters.items()
+            if a.native_dtype(source) is not None
+        }
+        for target in targets:
+            pair_checks = checks[(source.name, target.name)]
+            expected: dict[Mode, np.ndarray] = {}
+            for check in pair_checks:
+                canonical = canonical_mode(check.mode, source, target)
+                if canonical not in expected:
+                    expected[canonical] = np.concatenate(
+                        [
+                            oracle_bits(
+                                source, target, check.mode, block, cache_dir=cache, cache_key=k
+                            )
+                            for k, block in blocks.items()
+                        ]
+                    )
+            for name, adapter in adapters.items():
+                missing = [t.name for t in (source, target) if adapter.native_dtype(t) is None]
+                if missing:
+                    report.cells[(source.name, target.name, name)] = Cell(
+                        CellStatus.NOT_REPRESENTABLE,
+                        reason=f"{name} cannot hold {' or '.join(dict.fromkeys(missing))}",
+                    )
+                    continue
+                report.cells[(source.name, target.name, name)] = _run_cell(
+                    adapter,
+                    on_backend[name],
+                    inputs,
+                    source,
+                    target,
+                    pair_checks,
+                    expected,
+                    limit,
+                    tick,
+                )
+    if "jax" in adapters:
+        from .backends.jax import x64_enabled
+
+        if not x64_enabled():
+            report.notes.append(
+                "JAX ran without jax_enable_x64: DOUBLE, INT64 and UINT64 are not "
+                "representable there (set JAX_ENABLE_X64=1 to include them)"
+            )
+    report.seconds = time.perf_counter() - started
+    return report
