@@ -11,6 +11,7 @@ import hashlib
 import itertools
 import math
 import os
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache, lru_cache
@@ -302,7 +303,8 @@ def precompute(
     ``progress(done, total)`` is called as tables are computed (``total`` counts only the
     missing ones).  ``start_method`` is the worker processes' multiprocessing start method
     (``"spawn"`` where the caller has imported a multithreaded library such as JAX, which
-    must not be forked).
+    must not be forked; None picks ``"spawn"`` once JAX is imported, the platform's default
+    otherwise).
     """
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -327,6 +329,8 @@ def precompute(
             if progress is not None:
                 progress(done, len(todo))
         return
+    if start_method is None and "jax" in sys.modules:
+        start_method = "spawn"  # forking JAX's threads warns (an error under pytest) and may hang
     context = multiprocessing.get_context(start_method) if start_method else None
     with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
         futures = [pool.submit(_run_job, job, cache_dir) for job in todo]
