@@ -8,10 +8,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from oracle_check import check_against_oracle
 
 import castlike
 from castlike.backends import adapter_named
-from castlike.errors import BackendTypeError
 from castlike.spec.rules import Mode
 from castlike.spec.types import TypeSpec
 from castlike.testing import (
@@ -49,34 +49,8 @@ def _name(t: TypeSpec) -> str:
 def test_curated(
     source: TypeSpec, target: TypeSpec, mode: Mode, backend: str, curated_cache: Path
 ) -> None:
-    adapter = adapter_named(backend)
     inputs = curated_inputs(source)
-    options = {
-        "saturate": mode.saturate,
-        "round_mode": mode.round_mode.value,
-        "profile": mode.profile.value,
-    }
-    unholdable = [t for t in (source, target) if adapter.native_dtype(t) is None]
-    if unholdable:
-        x = adapter.from_numpy(inputs) if adapter.native_dtype(source) is not None else None
-        if x is None:
-            pytest.skip(f"{backend} cannot hold the source type {source.name} (R10)")
-        with pytest.raises(BackendTypeError, match=unholdable[0].name):
-            castlike.cast(x, target.name, **options)
-        return
-    expected = oracle_bits(
-        source, target, mode, inputs, cache_dir=curated_cache, cache_key="curated"
-    )
-    result = castlike.cast(adapter.from_numpy(inputs), target.name, **options)
-    assert_cast_equal(
-        result,
-        expected,
-        source,
-        target,
-        inputs,
-        expected_dtype=adapter.native_dtype(target),
-        expected_shape=inputs.shape,
-    )
+    check_against_oracle(source, target, mode, backend, inputs, curated_cache, "curated")
 
 
 @pytest.mark.parametrize("target", TARGETS, ids=_name)
