@@ -26,10 +26,38 @@ _UNSUPPORTED_NAMES = {"COMPLEX64", "COMPLEX128", "UNDEFINED"}
 _COMPLEX_MESSAGE = "casting from/to complex is not supported"
 
 
+#: Per type: whether its objects are arrays, and their Array-API namespace.  array-api-compat
+#: answers both from the type alone; plain dicts here because its lookups read ``sys.modules``,
+#: on which torch.compile would then guard entry by entry (thousands of guards per call).
+_ARRAY_TYPES: dict[type, bool] = {}
+_NAMESPACES: dict[type, Any] = {}
+
+
 def _is_array(obj: Any) -> bool:
     if isinstance(obj, type):  # np.float32 and friends are dtype-likes, not arrays
         return False
-    return aac.is_array_api_obj(obj) or isinstance(obj, np.generic)
+    found = _ARRAY_TYPES.get(type(obj))
+    if found is None:
+        found = bool(aac.is_array_api_obj(obj) or isinstance(obj, np.generic))
+        _ARRAY_TYPES[type(obj)] = found
+    return found
+
+
+def _source_type(adapter: Adapter, array: Any) -> TypeSpec:
+    """The ONNX type of ``array``: asked of its own adapter first (under torch.compile, the
+    general lookup's scan of the loaded libraries makes Dynamo guard on all of sys.modules)."""
+    if _holds_strings(array):
+        return TYPES[OnnxType.STRING]
+    found = adapter.onnx_type_of(array.dtype)
+    return TYPES[found] if found is not None else resolve_type(array)
+
+
+def _namespace(array: Any) -> Any:
+    """``aac.array_namespace(array)``, cached by type (see :data:`_NAMESPACES`)."""
+    xp = _NAMESPACES.get(type(array))
+    if xp is None:
+        xp = _NAMESPACES[type(array)] = aac.array_namespace(array)
+    return xp
 
 
 def resolve_type(obj: Any) -> TypeSpec:
@@ -167,9 +195,9 @@ def _run(
     _check_errors(errors)
     array, scalar = _as_array(x)
     array = _native_order(array)
-    xp = aac.array_namespace(array)
+    xp = _namespace(array)
     adapter = adapter_for(xp)
-    source = resolve_type(array) if not _holds_strings(array) else TYPES[OnnxType.STRING]
+    source = _source_type(adapter, array)
     plan = resolve(op, source, target, **options)
     _check_backend_holds(adapter, plan)
     if source.code == OnnxType.STRING or target.code == OnnxType.STRING:
