@@ -1,0 +1,15 @@
+"""Constants shared by the string modules."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..spec.types import OnnxType, spec_of
+
+_T = OnnxType
+_DOUBLE = spec_of(_T.DOUBLE)
+_SD = np.dtypes.StringDType()
+_U64 = np.uint64
+_M32 = 0xFFFFFFFF
+#: Rows are processed in chunks of this many elements so that temporaries stay in cache.
+_CHUNK = 1 << 15
