@@ -205,3 +205,15 @@ def test_every_error_is_a_cast_error() -> None:
     ):
         assert issubclass(cls, CastError)
         assert issubclass(cls, TypeError) or issubclass(cls, ValueError)
+
+
+def test_cached_plans_do_not_hide_bad_options() -> None:
+    # Plans are cached by their options; 1 == True and 19.0 == 19 must not hit the cache.
+    x = np.ones(2, np.float32)
+    castlike.cast(x, "FLOAT8E4M3FN", saturate=True, opset=19)
+    with pytest.raises(castlike.CastValueError, match="saturate must be True or False"):
+        castlike.cast(x, "FLOAT8E4M3FN", saturate=1, opset=19)
+    with pytest.raises(castlike.CastValueError, match="opset must be an int"):
+        castlike.cast(x, "FLOAT8E4M3FN", saturate=True, opset=19.0)
+    with pytest.raises(castlike.CastValueError, match="opset must be an int"):
+        castlike.cast(x, "FLOAT8E4M3FN", opset=[19])

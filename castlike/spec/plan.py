@@ -7,6 +7,7 @@ backends receive a :class:`Plan` that is known to be valid.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from ..errors import CastValueError, DisallowedCastError, OpsetError
 from .opsets import LATEST_OPSET, OPS, Op, OpVersion, version_for
@@ -74,6 +75,12 @@ def _check_opset(op: Op, opset: int | None) -> OpVersion:
     return version
 
 
+#: Plans already resolved, by their arguments: a cast is called with the same few options over
+#: and over, and resolving costs more than casting a small array.  A plain dict (not
+#: ``lru_cache``) so that torch.compile can trace the lookup.
+_PLANS: dict[tuple[object, ...], Plan] = {}
+
+
 def resolve(
     op: Op,
     source: TypeSpec,
@@ -89,6 +96,27 @@ def resolve(
     ``CastLike`` with ``opset=None`` behaves as the latest ``Cast`` (R2: its function body is
     exactly that Cast); with an explicit opset it is validated against CastLike's own versions.
     """
+    options = (saturate, round_mode, opset, profile)
+    # The types belong in the key: 1 == True and 19.0 == 19, but only True and 19 are valid.
+    key = (op, source, target, *options, *map(type, options))
+    try:
+        plan = _PLANS.get(key)
+    except TypeError:  # an unhashable option: the validation below rejects it
+        return _resolve(op, source, target, saturate, round_mode, opset, profile)
+    if plan is None:
+        plan = _PLANS[key] = _resolve(op, source, target, saturate, round_mode, opset, profile)
+    return plan
+
+
+def _resolve(
+    op: Op,
+    source: TypeSpec,
+    target: TypeSpec,
+    saturate: Any,
+    round_mode: Any,
+    opset: Any,
+    profile: Any,
+) -> Plan:
     if not isinstance(saturate, bool):
         raise CastValueError(f"saturate must be True or False, got {saturate!r}")
     rmode = parse_round_mode(round_mode)
