@@ -7,6 +7,7 @@ backends receive a :class:`Plan` that is known to be valid.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from ..errors import CastValueError, DisallowedCastError, OpsetError
@@ -75,12 +76,6 @@ def _check_opset(op: Op, opset: int | None) -> OpVersion:
     return version
 
 
-#: Plans already resolved, by their arguments: a cast is called with the same few options over
-#: and over, and resolving costs more than casting a small array.  A plain dict (not
-#: ``lru_cache``) so that torch.compile can trace the lookup.
-_PLANS: dict[tuple[object, ...], Plan] = {}
-
-
 def resolve(
     op: Op,
     source: TypeSpec,
@@ -97,15 +92,11 @@ def resolve(
     exactly that Cast); with an explicit opset it is validated against CastLike's own versions.
     """
     options = (saturate, round_mode, opset, profile)
-    # The types belong in the key: 1 == True and 19.0 == 19, but only True and 19 are valid.
-    key = (op, source, target, *options, *map(type, options))
     try:
-        plan = _PLANS.get(key)
-    except TypeError:  # an unhashable option: the validation below rejects it
-        return _resolve(op, source, target, saturate, round_mode, opset, profile)
-    if plan is None:
-        plan = _PLANS[key] = _resolve(op, source, target, saturate, round_mode, opset, profile)
-    return plan
+        hash(options)
+    except TypeError:  # an unhashable option: the validation rejects it
+        return _resolve(op, source, target, *options)
+    return _cached_resolve(op, source, target, *options)
 
 
 def _resolve(
@@ -142,6 +133,13 @@ def _resolve(
         inf_to_fnuz_is_nan=version.inf_to_fnuz_is_nan,
     )
     return Plan(op, version, opset, source, target, mode)
+
+
+#: A cast is called with the same few options over and over, and resolving them costs more
+#: than casting a small array.  ``typed``: 1 == True and 19.0 == 19, but only True and 19 are
+#: valid.  (torch.compile traces through ``lru_cache`` to the function itself, so that it does
+#: not guard on the cache's contents.)
+_cached_resolve = lru_cache(maxsize=4096, typed=True)(_resolve)
 
 
 def _first_version_with(op: Op, t: TypeSpec) -> str:
