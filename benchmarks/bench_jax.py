@@ -13,32 +13,18 @@ Run: ``JAX_ENABLE_X64=1 python benchmarks/bench_jax.py [--sizes 1e6 1e7] [--repe
 from __future__ import annotations
 
 import argparse
-import time
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from _common import Case, interleaved, same_bits
 
 import castlike
 from castlike.backends import adapter_named
-from castlike.spec.types import Special, spec_of
+from castlike.spec.types import spec_of
 
 jax.config.update("jax_enable_x64", True)
-
-
-@dataclass(frozen=True)
-class Case:
-    """One conversion: its source data, the castlike call and the native sequence."""
-
-    source: str
-    target: str
-    native: Callable[[Any], Any]
-    native_text: str
-    note: str = ""
-    options: tuple[tuple[str, Any], ...] = ()
 
 
 def _int4_native(x: Any) -> Any:
@@ -132,37 +118,6 @@ def make_input(source: str, n: int, rng: np.random.Generator) -> Any:
     return jax.device_put(host)
 
 
-def best_times(fns: list[Callable[[Any], Any]], x: Any, repeat: int) -> list[float]:
-    """Seconds of the fastest of ``repeat`` runs of each function, compilation excluded.
-
-    The functions take turns, so that a busy machine slows them alike.
-    """
-    for fn in fns:
-        fn(x).block_until_ready()
-    best = [float("inf")] * len(fns)
-    for _ in range(repeat):
-        for i, fn in enumerate(fns):
-            start = time.perf_counter()
-            fn(x).block_until_ready()
-            best[i] = min(best[i], time.perf_counter() - start)
-    return best
-
-
-def same_bits(a: Any, b: Any, target: str) -> bool:
-    """Bitwise equality (NaN as NaN for IEEE targets of 16 bits or more, as R3)."""
-    t = spec_of(target)
-    numpy_adapter = adapter_named("numpy")
-    ha, hb = np.asarray(a), np.asarray(b)
-    if ha.dtype != hb.dtype:
-        return False
-    if t.is_float and t.fmt.special is Special.IEEE and t.bits >= 16:
-        na, nb = np.isnan(ha), np.isnan(hb)
-        if not np.array_equal(na, nb):
-            return False
-        ha, hb = ha[~na], hb[~nb]
-    return bool(np.array_equal(numpy_adapter.bits(ha, t), numpy_adapter.bits(hb, t)))
-
-
 def verify_float16(chunk_bits: int = 26) -> int:
     """XLA's FLOAT -> FLOAT16 against NumPy's (correct) on all 2**32 inputs; mismatches.
 
@@ -224,8 +179,14 @@ def main() -> None:
         for size in args.sizes:
             n = int(size)
             x = make_input(case.source, n, rng)
-            t_ours, t_native = best_times([ours, native], x, args.repeat)
-            same = same_bits(ours(x), native(x), case.target)
+            t_ours, t_native = interleaved(
+                [
+                    lambda: ours(x).block_until_ready(),  # noqa: B023
+                    lambda: native(x).block_until_ready(),  # noqa: B023
+                ],
+                args.repeat,
+            )
+            same = same_bits(np.asarray(ours(x)), np.asarray(native(x)), case.target)
             print(
                 f"{label:28s} {size:6.0e} {t_ours * 1e3:12.2f} {t_native * 1e3:10.2f} "
                 f"{t_ours / t_native:6.2f}  {'yes' if same else 'NO':9s} "

@@ -9,12 +9,11 @@ floor of a cast.
 from __future__ import annotations
 
 import argparse
-import time
 from collections.abc import Callable
 from typing import Any
 
-import ml_dtypes
 import numpy as np
+from _common import best_of, onnxruntime_cast, same_bits
 
 import castlike
 from castlike.backends.numpy import NUMPY_DTYPES
@@ -45,16 +44,6 @@ CASES = [
 ]
 
 
-def best_ms(fn: Callable[[], Any], repeat: int) -> float:
-    fn()  # warm-up: builds castlike's tables, onnxruntime's kernels
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times) * 1e3
-
-
 def make_input(source: str, n: int, rng: np.random.Generator) -> np.ndarray:
     dtype = NUMPY_DTYPES[OnnxType[source]]
     if source in ("INT64", "INT32"):
@@ -64,47 +53,26 @@ def make_input(source: str, n: int, rng: np.random.Generator) -> np.ndarray:
         return values.astype(np.float32).astype(dtype)
 
 
-def onnxruntime_cast(source: str, target: str) -> Callable[[np.ndarray], Any] | None:
-    try:
-        import onnx
-        import onnxruntime as ort
-    except ImportError:
+def _onnxruntime_or_none(source: str, target: str, x: np.ndarray) -> Callable[..., Any] | None:
+    """onnxruntime's Cast for the pair as a function returning castlike's dtype (onnxruntime
+    hands float8 and 4-bit results back as bytes), or None where it cannot run the pair."""
+    session = onnxruntime_cast("Cast", source, target)
+    if session is None:
         return None
-    node = onnx.helper.make_node("Cast", ["x"], ["y"], to=getattr(onnx.TensorProto, target))
-    graph = onnx.helper.make_graph(
-        [node],
-        "cast",
-        [onnx.helper.make_tensor_value_info("x", getattr(onnx.TensorProto, source), None)],
-        [onnx.helper.make_tensor_value_info("y", getattr(onnx.TensorProto, target), None)],
-    )
-    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 21)])
-    model.ir_version = 10
-    try:
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = 1
-        session = ort.InferenceSession(model.SerializeToString(), options)
-    except Exception:
-        return None
+    dtype = NUMPY_DTYPES[OnnxType[target]]
 
-    def run(x: np.ndarray) -> Any:
-        return session.run(None, {"x": x})[0]
+    def run(values: np.ndarray) -> np.ndarray:
+        return np.asarray(session(values)).view(dtype)
 
     try:
-        run(np.zeros(4, NUMPY_DTYPES[OnnxType[source]]))
-    except Exception:
+        run(x[:4])
+    except Exception:  # onnxruntime builds the session but has no kernel for these dtypes
         return None
     return run
 
 
-def same_bits(a: Any, b: np.ndarray) -> str:
-    a = np.asarray(a)
-    if a.dtype.itemsize != b.dtype.itemsize:
-        return "?"
-    ua, ub = a.view(f"u{a.dtype.itemsize}"), b.view(f"u{b.dtype.itemsize}")
-    if b.dtype.kind == "f" or b.dtype in (np.dtype(ml_dtypes.bfloat16),):
-        both_nan = np.isnan(a.astype(np.float32)) & np.isnan(b.astype(np.float32))
-        return "yes" if bool(np.all((ua == ub) | both_nan)) else "no"
-    return "yes" if bool(np.all(ua == ub)) else "no"
+def _yes_no(same: bool) -> str:
+    return "yes" if same else "no"
 
 
 def main() -> None:
@@ -129,18 +97,18 @@ def bench_case(source: str, target: str, n: int, repeat: int, rng: np.random.Gen
     x = make_input(source, n, rng)
     target_dtype = NUMPY_DTYPES[OnnxType[target]]
     ours = castlike.cast(x, target)
-    t_ours = best_ms(lambda: castlike.cast(x, target), repeat)
+    t_ours = best_of(lambda: castlike.cast(x, target), repeat) * 1e3
     with np.errstate(all="ignore"):
-        t_ml = best_ms(lambda: x.astype(target_dtype), repeat)
-        ml_same = same_bits(x.astype(target_dtype), ours)
-    run = onnxruntime_cast(source, target)
+        t_ml = best_of(lambda: x.astype(target_dtype), repeat) * 1e3
+        ml_same = _yes_no(same_bits(x.astype(target_dtype), ours, target))
+    run = _onnxruntime_or_none(source, target, x)
     if run is not None:
-        t_ort = f"{best_ms(lambda: run(x), repeat):8.2f}"
-        ort_same = same_bits(run(x), ours)
+        t_ort = f"{best_of(lambda: run(x), repeat) * 1e3:8.2f}"
+        ort_same = _yes_no(same_bits(run(x), ours, target))
     else:
         t_ort, ort_same = f"{'-':>8}", "-"
     out = np.empty_like(ours)
-    t_copy = best_ms(lambda: (x.copy(), np.copyto(out, ours)), repeat)
+    t_copy = best_of(lambda: (x.copy(), np.copyto(out, ours)), repeat) * 1e3
     return (
         f"{source + ' -> ' + target:30} {t_ours:9.2f} {t_ml:10.2f} {ml_same:>5} "
         f"{t_ort} {ort_same:>5} {t_copy:7.2f}"

@@ -21,60 +21,14 @@ as a Markdown table (ms per call and ns per element).
 from __future__ import annotations
 
 import argparse
-import time
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from _common import interleaved, onnxruntime_cast
 
 import castlike
 
 SD = np.dtypes.StringDType()
-
-
-def best_of(fn: Callable[[], Any], repeat: int) -> float:
-    """The fastest of ``repeat`` calls of ``fn`` (after one warm-up call), in seconds."""
-    return interleaved([fn], repeat)[0]
-
-
-def interleaved(fns: list[Callable[[], Any] | None], repeat: int) -> list[float]:
-    """The fastest of ``repeat`` calls of each of ``fns``, taking turns, so that a change in
-    the machine's load during the run affects every contender alike (NaN for None)."""
-    live = [fn for fn in fns if fn is not None]
-    for fn in live:
-        fn()  # warm-up: tables, caches, first-call costs
-    best = [float("inf")] * len(live)
-    for _ in range(repeat):
-        for i, fn in enumerate(live):
-            start = time.perf_counter()
-            fn()
-            best[i] = min(best[i], time.perf_counter() - start)
-    found = iter(best)
-    return [next(found) if fn is not None else float("nan") for fn in fns]
-
-
-def ort_castlike(source: int, target: int) -> Callable[..., Any] | None:
-    """An onnxruntime session running one CastLike node, or None without onnxruntime."""
-    try:
-        import onnxruntime as ort
-        from onnx import helper
-    except ImportError:
-        return None
-    x = helper.make_tensor_value_info("x", source, [None])
-    like = helper.make_tensor_value_info("like", target, [1])
-    y = helper.make_tensor_value_info("y", target, [None])
-    node = helper.make_node("CastLike", ["x", "like"], ["y"])
-    graph = helper.make_graph([node], "castlike", [x, like], [y])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
-    options = ort.SessionOptions()
-    session = ort.InferenceSession(
-        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
-    )
-
-    def run(xv: Any, likev: Any) -> Any:
-        return session.run(None, {"x": xv, "like": likev})[0]
-
-    return run
 
 
 def values(n: int, dtype: Any, seed: int = 0) -> np.ndarray:
@@ -89,16 +43,16 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
     n, repeat = args.n, args.repeat
-    codes = {"FLOAT": (np.float32, 1), "DOUBLE": (np.float64, 11)}
+    dtypes = {"FLOAT": np.float32, "DOUBLE": np.float64}
     rows = []
-    for name, (dtype, code) in codes.items():
+    for name, dtype in dtypes.items():
         x = values(n, dtype)
         text = castlike.cast(x, "STRING")
         # Sanity: castlike's text reads back to the same bits.
         back = castlike.cast(text, name)
         assert back.tobytes() == x.tobytes(), "round trip failed"
-        to_string = ort_castlike(code, 8)
-        from_string = ort_castlike(8, code)
+        to_string = onnxruntime_cast("CastLike", name, "STRING")
+        from_string = onnxruntime_cast("CastLike", "STRING", name)
         objects = text.astype(object)
         unit = np.array(["a"], dtype=object)
         zero = np.zeros(1, dtype)

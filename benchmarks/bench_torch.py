@@ -16,31 +16,17 @@ Run: ``python benchmarks/bench_torch.py [--sizes 1e6 1e7] [--repeat 15] [--threa
 from __future__ import annotations
 
 import argparse
-import time
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
+from _common import Case, best_of, same_bits
 
 import castlike
 from castlike.backends import adapter_named
-from castlike.spec.types import Special, spec_of
+from castlike.spec.types import spec_of
 
 NAN = float("nan")
-
-
-@dataclass(frozen=True)
-class Case:
-    """One conversion: its source data, the castlike call and the native sequence."""
-
-    source: str
-    target: str
-    native: Callable[[Any], Any]
-    native_text: str
-    note: str = ""
-    options: tuple[tuple[str, Any], ...] = ()
 
 
 def _e4m3fn_nosat(x: torch.Tensor) -> torch.Tensor:
@@ -200,31 +186,10 @@ def make_input(source: str, n: int, rng: np.random.Generator) -> torch.Tensor:
     return adapter_named("torch").from_numpy(host)
 
 
-def best_time(fn: Callable[[Any], Any], x: Any, repeat: int) -> float:
-    """Seconds of the fastest of ``repeat`` runs, after one warm-up run."""
-    fn(x)
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn(x)
-        best = min(best, time.perf_counter() - start)
-    return best
-
-
-def same_bits(a: torch.Tensor, b: torch.Tensor, target: str) -> bool:
-    """Bitwise equality (NaN as NaN for IEEE targets of 16 bits or more, as R3)."""
-    t = spec_of(target)
-    if a.dtype != b.dtype:
-        return False
-    torch_adapter = adapter_named("torch")
-    numpy_adapter = adapter_named("numpy")
-    ha, hb = torch_adapter.to_numpy(a), torch_adapter.to_numpy(b)
-    if t.is_float and t.fmt.special is Special.IEEE and t.bits >= 16:
-        na, nb = np.isnan(ha.astype(np.float64)), np.isnan(hb.astype(np.float64))
-        if not np.array_equal(na, nb):
-            return False
-        ha, hb = ha[~na], hb[~nb]
-    return bool(np.array_equal(numpy_adapter.bits(ha, t), numpy_adapter.bits(hb, t)))
+def same_bits_torch(a: torch.Tensor, b: torch.Tensor, target: str) -> bool:
+    """Bitwise equality of two tensors (NaN as NaN for IEEE targets, R3)."""
+    to_numpy = adapter_named("torch").to_numpy
+    return a.dtype == b.dtype and same_bits(to_numpy(a), to_numpy(b), target)
 
 
 def verify_native(chunk_bits: int, compiled: bool) -> bool:
@@ -328,16 +293,16 @@ def main() -> None:
             native = torch.compile(native, fullgraph=True)
         for size in args.sizes:
             x = make_input(case.source, int(size), rng)
-            t_ours = best_time(ours, x, args.repeat)
+            t_ours = best_of(lambda: ours(x), args.repeat)  # noqa: B023
             try:
-                t_native = best_time(native, x, args.repeat)
+                t_native = best_of(lambda: native(x), args.repeat)  # noqa: B023
             except Exception as exc:  # e.g. Inductor cannot compile a view to torch.int4
                 reason = str(exc).strip().splitlines()[0][:80]
                 print(
                     f"{label:34s} {size:6.0e} {t_ours * 1e3:12.3f} {'n/a':>10s}  native: {reason}"
                 )
                 continue
-            same = same_bits(ours(x), native(x), case.target)
+            same = same_bits_torch(ours(x), native(x), case.target)
             print(
                 f"{label:34s} {size:6.0e} {t_ours * 1e3:12.3f} {t_native * 1e3:10.3f} "
                 f"{t_ours / t_native:6.2f}  {'yes' if same else 'NO':9s} "
