@@ -517,6 +517,7 @@ def decimal_strings(draw: st.DrawFn) -> str:
         exponent = (
             draw(st.sampled_from("eE"))
             + draw(st.sampled_from(["", "+", "-"]))
+            + "0" * draw(st.integers(0, 4))  # leading zeros: up to 7 exponent digits
             + str(draw(st.integers(0, 400)))
         )
     return sign + digits + exponent

@@ -148,6 +148,26 @@ def _swar_digits(words: np.ndarray) -> np.ndarray:
     return ((x * _U64(10000)) + (x >> _U64(32))) & _U64(0xFFFFFFFF)
 
 
+def _last_word(c: np.ndarray, used: np.ndarray) -> np.ndarray:
+    """The last 8 bytes of each row's ``used`` ones as a little-endian uint64 (the last byte
+    highest; zeros in front for rows shorter than 8): two words of the row, funnel-shifted."""
+    words = c.view("<u8")
+    count = words.shape[1]
+    start = used - 8
+    first = np.maximum(start, 0)
+    index = first >> 3
+    # The words at ``index`` and ``index + 1`` (the last one past the end), chosen with
+    # ``where``: at most 4 words a row, and a gather per row costs several times more.
+    low, high = words[:, 0], words[:, min(1, count - 1)]
+    for k in range(1, count):
+        low = np.where(index == k, words[:, k], low)
+        high = np.where(index == k, words[:, min(k + 1, count - 1)], high)
+    shift = (first & 7).astype(_U64) << _U64(3)
+    # A shift by 64 gives 0 in NumPy, so ``high`` drops out where the bytes are word-aligned.
+    joined = (low >> shift) | (high << (_U64(64) - shift))
+    return joined << (np.maximum(-start, 0).astype(_U64) << _U64(3))
+
+
 def _read_chunk(c: np.ndarray, long_rows: np.ndarray) -> _Rows:
     """Validate (R9 grammar) and read the rows of one chunk of the byte matrix.
 
@@ -190,9 +210,8 @@ def _read_chunk(c: np.ndarray, long_rows: np.ndarray) -> _Rows:
     rows.invalid = plain & ~valid
     if number.any():
         end = np.where(marker != 0, _bit_index(marker), used)  # the mantissa's end
-        columns = np.arange(width, dtype=np.uint8)
-        in_mantissa = is_digit & (columns < end.astype(np.uint8)[:, None])
-        values = (c - np.uint8(48)) * in_mantissa  # (not np.where: 10x slower on bytes)
+        in_mantissa = np.unpackbits(mant_digits.view(np.uint8), bitorder="little")
+        values = (c - np.uint8(48)) * in_mantissa.reshape(count, width)  # (np.where: 10x slower)
         words = values.view("<u8")
         m = np.zeros(count, _U64)
         for w in range(width // 8):
@@ -213,18 +232,18 @@ def _read_chunk(c: np.ndarray, long_rows: np.ndarray) -> _Rows:
         tail = m % _POW10.take(np.minimum(fraction, 19))  # m < 10**19
         m = np.where(has_point, (m - tail) // _U64(10) + tail, m)
         rows.mantissa = np.where(number, m, _U64(0))
-        # Exponent: its digits are the last characters of the row.
+        # Exponent: its (at most 6) digits are the last characters of the row, read with the
+        # character before them (its sign, or the marker) from the row's last 8 bytes; only
+        # in the rows that have one.
         e = np.zeros(count, np.int64)
-        flat = c.reshape(-1)
-        base = np.arange(count, dtype=np.intp) * width
-        for k in range(6):
-            inside = number & (k < expo_count)
-            if not inside.any():
-                break
-            ch = flat.take(base + np.maximum(used - 1 - k, 0)).astype(np.int64)
-            e += np.where(inside, (ch - 48) * 10**k, 0)
-        expo_sign = flat.take(base + np.minimum(end + 1, width - 1))
-        e = np.where((marker != 0) & (expo_sign == 45), -e, e)
+        has_e = np.flatnonzero(number & (marker != 0))
+        if has_e.size:
+            last8 = _last_word(c[has_e], used[has_e])
+            digits = expo_count[has_e].astype(_U64)
+            keep = ~_U64(0) << (_U64(8) * (_U64(8) - digits))
+            magnitude = _swar_digits((last8 ^ _U64(0x3030303030303030)) & keep).astype(np.int64)
+            before = (last8 >> (_U64(8) * (_U64(7) - digits))) & _U64(0xFF)
+            e[has_e] = np.where(before == 45, -magnitude, magnitude)
         rows.exponent = np.where(number, e - fraction, 0)
         rows.negative = number & (c[:, 0] == 45)
     # Literals: nan, inf, infinity, true, false (any case, optionally signed).
@@ -272,12 +291,24 @@ def _powers_of_five() -> tuple[np.ndarray, np.ndarray]:
 _POW5 = np.array([5**i for i in range(23)], dtype=_U64)
 
 
-def _to_double(
-    negative: np.ndarray, w: np.ndarray, q: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The DOUBLE nearest to each ``w * 10**q`` (sign from ``negative``); where that was not
-    decided here (subnormal results, the Eisel-Lemire algorithm's rare undecided case); and
-    where it is known to equal the decimal exactly.
+def _clinger(w: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """Where Clinger's fast path reads ``w * 10**q``: ``w`` and ``10**|q|`` are exact doubles,
+    so one IEEE multiplication or division rounds the exact value once."""
+    return (w <= _U64(1 << 53)) & (q >= -22) & (q <= 22)
+
+
+def _equals_its_double(w: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """Where ``w * 10**q`` is exactly a DOUBLE, as far as the fast path can tell (zero; an
+    integer below 2**53; ``w / 10**k`` with ``5**k`` dividing ``w``, a dyadic number)."""
+    qa = np.abs(np.clip(q, -22, 22))
+    below = w <= _U64(1 << 53) // _POW10.take(np.minimum(qa, 19))
+    dyadic = w % _POW5.take(qa) == 0
+    return (w == 0) | (_clinger(w, q) & np.where(q >= 0, below, dyadic))
+
+
+def _to_double(negative: np.ndarray, w: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The DOUBLE nearest to each ``w * 10**q`` (sign from ``negative``), and where that was
+    not decided here (subnormal results, the Eisel-Lemire algorithm's rare undecided case).
 
     ``w < 10**19``.  Clinger's fast path where ``w`` and ``10**|q|`` are exact doubles (one
     rounding of an exact product or quotient), else the Eisel-Lemire algorithm as in
@@ -286,22 +317,23 @@ def _to_double(
     total = w.shape[0]
     bits = np.zeros(total, _U64)
     undecided = np.zeros(total, bool)
-    exact = w == 0
-    fast = ~exact & (w <= _U64(1 << 53)) & (q >= -22) & (q <= 22)
-    slow = ~exact & ~fast
-    pick = np.flatnonzero(fast)
-    if pick.size:
-        wf, qf = w.take(pick), q.take(pick)
-        qa = np.abs(qf)
-        ten = _POW10_DOUBLE.take(qa)
+    zero = w == 0
+    fast = ~zero & _clinger(w, q)
+    slow = ~zero & ~fast
+    everywhere = bool(fast.all())  # FLOAT's 9 digits: no copies
+    pick = slice(None) if everywhere else np.flatnonzero(fast)
+    if everywhere or pick.size:  # type: ignore[union-attr]
+        wf, qf = w[pick], q[pick]
+        ten = _POW10_DOUBLE.take(np.abs(qf))
         x = wf.astype(np.float64)
-        bits[pick] = np.where(qf >= 0, x * ten, x / ten).view(_U64)
-        # Exact: an integer below 2**53, or w / 10**k with 5**k dividing w (a dyadic one).
-        below = wf <= _U64(1 << 53) // _POW10.take(np.minimum(qa, 19))
-        exact[pick] = np.where(qf >= 0, below, wf % _POW5.take(qa) == 0)
-    if slow.any():
-        ws, qs = w[slow], q[slow]
-        out = np.zeros(ws.shape, _U64)
+        product = np.multiply(x, ten)
+        np.divide(x, ten, out=product, where=qf < 0)  # (only there: a division is slow)
+        bits[pick] = product.view(_U64)
+    count = int(np.count_nonzero(slow))
+    if count:
+        # Most rows (DOUBLE's 17 digits): run on all of them and pick, cheaper than copying.
+        everywhere = count * 4 > total * 3
+        ws, qs = (w, q) if everywhere else (w[slow], q[slow])
         tiny, huge = qs < -342, qs > 308
         qc = np.clip(qs, -342, 308)
         high5, low5 = _powers_of_five()
@@ -335,10 +367,15 @@ def _to_double(
         out = mantissa | (np.clip(power2, 0, 0x7FF).astype(_U64) << _U64(52))
         out = np.where(overflow, _U64(0x7FF << 52), out)
         out = np.where(tiny, _U64(0), out)
-        bits[slow] = out
-        undecided[slow] = (unsure | subnormal) & ~tiny & ~overflow
+        out_undecided = (unsure | subnormal) & ~tiny & ~overflow
+        if everywhere:
+            bits = np.where(slow, out, bits)
+            undecided = slow & out_undecided
+        else:
+            bits[slow] = out
+            undecided[slow] = out_undecided
     bits |= negative.astype(_U64) << _U64(63)
-    return bits.view(np.float64), undecided, exact
+    return bits.view(np.float64), undecided
 
 
 # == STRING -> number: the rules ==================================================================
@@ -348,20 +385,26 @@ def _critical(x: np.ndarray, target: TypeSpec) -> np.ndarray:
     """Where the DOUBLE ``x`` (nearest to a decimal) sits on a point at which the target's
     rounding changes, so that the decimal, a little off ``x``, might round differently."""
     bits = x.view(_U64)
-    field = ((bits >> _U64(52)) & _U64(0x7FF)).astype(np.int64)
-    frac = bits & _U64((1 << 52) - 1)
-    normal = (field > 0) & (field < 0x7FF)
+    field = (bits >> _U64(52)) & _U64(0x7FF)
+    normal = (field - _U64(1)) < _U64(0x7FE)  # (0 wraps around)
     fmt = target.fmt
     if fmt.special is Special.E8M0:
         # up/down change at powers of two, nearest at 1.5 * 2**k.
+        frac = bits & _U64((1 << 52) - 1)
         return normal & ((frac == 0) | (frac == _U64(1 << 51)))
-    # A tie of the target format: the bits below its quantum are exactly 100...0.
-    exponent = field - 1023
-    below = 51 - fmt.mantissa_bits + np.maximum(fmt.min_exponent - exponent, 0)
-    below = np.clip(below, 0, 63).astype(_U64)
-    significand = frac | _U64(1 << 52)
-    half = _U64(1) << below
-    return normal & (below <= 52) & ((significand & ((half << _U64(1)) - _U64(1))) == half)
+    # A tie of the target format: the bits below its quantum are exactly 100...0.  Below
+    # the target's normal range the quantum is fixed, so more bits count (few rows).
+    below = 51 - fmt.mantissa_bits
+    tie = normal & ((bits & _U64((2 << below) - 1)) == _U64(1 << below))
+    small = np.flatnonzero(normal & (field < _U64(1023 + fmt.min_exponent)))
+    if small.size:
+        exponent = field[small].astype(np.int64) - 1023
+        deeper = np.minimum(below + fmt.min_exponent - exponent, 63).astype(_U64)
+        significand = (bits[small] & _U64((1 << 52) - 1)) | _U64(1 << 52)
+        half = _U64(1) << deeper
+        ties = (deeper <= 52) & ((significand & ((half << _U64(1)) - _U64(1))) == half)
+        tie[small] = ties
+    return tie
 
 
 def _integer_bits(rows: _Rows, pick: np.ndarray, target: TypeSpec, mode: Mode) -> np.ndarray:
@@ -436,14 +479,15 @@ def _chunk_bits(rows: _Rows, target: TypeSpec, mode: Mode, bits: np.ndarray) -> 
     literal = rows.literal
     number = rows.number
     if target.is_float:
-        x, undecided, exact = _to_double(
-            rows.negative[number], rows.mantissa[number], rows.exponent[number]
-        )
-        values = np.zeros(number.shape, np.float64)
-        values[number] = x
-        known = np.zeros(number.shape, bool)  # the DOUBLE is the decimal itself
-        known[number] = exact
-        for i, value in enumerate(_literal_values()):
+        if number.all():  # the common case: no copies
+            values, undecided = _to_double(rows.negative, rows.mantissa, rows.exponent)
+        else:
+            x, undecided = _to_double(
+                rows.negative[number], rows.mantissa[number], rows.exponent[number]
+            )
+            values = np.zeros(number.shape, np.float64)
+            values[number] = x
+        for i, value in enumerate(_literal_values() if (literal >= 0).any() else ()):
             hit = literal == i
             if hit.any():
                 magnitude = math.nan if value.is_nan else math.inf
@@ -458,10 +502,13 @@ def _chunk_bits(rows: _Rows, target: TypeSpec, mode: Mode, bits: np.ndarray) -> 
         if _style(mode) == "spec" and target.code != _T.DOUBLE:
             # The DOUBLE is the decimal rounded once; a second rounding could go wrong where
             # it sits exactly on a point at which the target's rule changes.
-            suspect = _critical(wide, target) & ~known[readable]
+            critical = _critical(wide, target)
             if target.fmt.special is Special.E8M0:
-                suspect |= (wide == 0) & (rows.mantissa[readable] != 0)  # -tiny -> NaN
-            redo[np.flatnonzero(readable)[suspect]] = True
+                critical |= (wide == 0) & (rows.mantissa[readable] != 0)  # -tiny -> NaN
+            suspect = np.flatnonzero(readable)[critical]
+            # ... unless the DOUBLE is the decimal itself.
+            m, e = rows.mantissa[suspect], rows.exponent[suspect]
+            redo[suspect[~_equals_its_double(m, e)]] = True
         rows.exact |= redo | (literal >= _NAN_INF_LITERALS)  # true/false: BOOL only
         return
     # Decimals of DOUBLE's overflow threshold or more read as infinity (R9), which 4/2-bit
