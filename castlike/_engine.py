@@ -141,7 +141,7 @@ class Engine:
             # Every float of magnitude >= 2**(mantissa + 1 + bits) is a multiple of 2**bits, so
             # clipping to that bound (itself such a multiple) keeps the low bits; NaN -> 0.
             bound = float(2 ** (fmt.mantissa_bits + 1 + target.bits))
-            whole = xp.clip(whole, -bound, bound)
+            whole = self.a.clip(whole, -bound, bound)
             whole = xp.where(xp.isnan(whole), xp.zeros_like(whole), whole)
             wide_int = _T.INT64 if bound > 2.0**31 else _T.INT32
             low = self.a.astype(whole, spec_of(wide_int)) & ((1 << target.bits) - 1)
@@ -152,7 +152,7 @@ class Engine:
         high_is_exact = target.int_max < 2 ** (fmt.mantissa_bits + 1)
         limit = float(target.int_max + 1)
         high = float(target.int_max) if high_is_exact else _largest_float_below(limit, source)
-        out = self.a.astype(xp.clip(x, float(target.int_min), high), target)
+        out = self.a.astype(self.a.clip(x, float(target.int_min), high), target)
         out = xp.where(xp.isnan(x), xp.zeros_like(out), out)
         if not high_is_exact:
             out = xp.where(x >= limit, xp.asarray(target.int_max, dtype=out.dtype), out)
@@ -163,10 +163,10 @@ class Engine:
         through, so that the conversion after it maps them to 0 as R7 says in every profile."""
         xp = self.xp
         if source.is_float:
-            clipped = xp.clip(x, float(target.int_min), float(target.int_max))
+            clipped = self.a.clip(x, float(target.int_min), float(target.int_max))
             return xp.where(xp.isinf(x), x, clipped)
         low = max(target.int_min, source.int_min)  # bounds the source dtype can hold
-        return xp.clip(x, low, min(target.int_max, source.int_max))
+        return self.a.clip(x, low, min(target.int_max, source.int_max))
 
     def integer_to_integer(self, x: Any, target: TypeSpec) -> Any:
         """R8: keep the low bits (two's complement)."""

@@ -65,6 +65,10 @@ class Adapter(ABC):
     def device_table(self, table: np.ndarray, like: Any) -> Any:
         """The host lookup table ``table`` as an array of this library on ``like``'s device."""
 
+    def clip(self, x: Any, low: float, high: float) -> Any:
+        """``x`` clipped to ``[low, high]`` (bounds exact in ``x``'s dtype; NaN stays NaN)."""
+        return self.xp.clip(x, low, high)
+
     def take(self, table: Any, index: Any) -> Any:
         """``table[index]`` elementwise for an integer ``index`` array of any shape."""
         xp = self.xp

@@ -95,6 +95,10 @@ class NumpyAdapter(Adapter):
     def device_table(self, table: np.ndarray, like: Any) -> np.ndarray:
         return table
 
+    def clip(self, x: Any, low: float, high: float) -> np.ndarray:
+        # NumPy's own: array-api-compat's wrapper costs ~10 us a call, a third of a small cast.
+        return np.clip(x, low, high)
+
     def take(self, table: Any, index: Any) -> np.ndarray:
         return np.take(table, index)
 
