@@ -32,7 +32,7 @@ def install(session: nox.Session, extras: str) -> None:
 @nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
     """ruff check and ruff format --check."""
-    session.install("ruff>=0.6")
+    session.install(*CONSTRAINTS, "ruff")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
 
@@ -41,7 +41,7 @@ def lint(session: nox.Session) -> None:
 def typecheck(session: nox.Session) -> None:
     """mypy on the package."""
     install(session, "test")
-    session.install("mypy>=1.11")
+    session.install(*CONSTRAINTS, "mypy")
     session.run("mypy")
 
 
