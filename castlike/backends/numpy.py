@@ -8,7 +8,9 @@ import array_api_compat.numpy as xp_numpy
 import ml_dtypes
 import numpy as np
 
+from .. import _native
 from .._engine import Engine
+from .._native.routes import kernel_for
 from .._tables import DOUBLE_CLASS_BITS, double_class_table
 from ..spec.types import TYPES, OnnxType, TypeSpec
 from ._base import Adapter
@@ -126,6 +128,16 @@ class NumpyEngine(Engine):
     def cast(self, x: Any, plan: Any) -> Any:
         x = np.asarray(x)
         source, target = plan.source, plan.target
+        native = _native.module()
+        if native is not None:
+            kernel = kernel_for(native, source, target, plan.mode)
+            if kernel is not None:
+                return _run_kernel(kernel, x, target)
+        return self.cast_pure(x, plan)
+
+    def cast_pure(self, x: np.ndarray, plan: Any) -> Any:
+        """The cast by NumPy operations only (the reference for the native kernels)."""
+        source, target = plan.source, plan.target
         with np.errstate(all="ignore"):
             if _T(source.code) in _IEEE_16 and _T(target.code) in _IEEE_WIDE:
                 return x.astype(NUMPY_DTYPES[_T(target.code)])  # exact widening
@@ -174,6 +186,15 @@ class NumpyEngine(Engine):
             index = self.float32_class_index(clipped.view(np.uint32))
             return self.a.from_bits(np.take(self.class_table(target, mode, x), index), target)
         return super().to_small_float(x, source, target, mode, odd)
+
+
+def _run_kernel(kernel: Any, x: np.ndarray, target: TypeSpec) -> np.ndarray:
+    """Run a native kernel on ``x`` into a new array of ``target``'s dtype."""
+    if not (x.flags.c_contiguous and x.flags.aligned):
+        x = np.array(x, order="C")  # one aligned, contiguous copy; the kernels read it once
+    out = np.empty(x.shape, dtype=NUMPY_DTYPES[_T(target.code)])
+    kernel(x, out, _native.get_num_threads())
+    return out
 
 
 _IEEE_16 = (_T.FLOAT16, _T.BFLOAT16)

@@ -1,0 +1,171 @@
+"""Which native kernel casts a (source, target, mode), with which tables and constants.
+
+This is where the native path meets the spec: every table is one of the spec's lookup tables
+(:mod:`castlike._tables`) and every constant a kernel needs (saturation bounds, what NaN
+becomes, masks) is computed here from the types of :mod:`castlike.spec` and its oracle, so
+that the C++ kernels restate no rule.  :func:`kernel_for` returns None for the few casts the
+kernels do not cover (listed in docs/performance.rst); the pure engine casts those.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from types import ModuleType
+from typing import Any
+
+from .._engine import Engine, _largest_float_below
+from .._tables import (
+    DOUBLE_CLASS_BITS,
+    FLOAT32_CLASS_BITS,
+    double_class_table,
+    float32_class_table,
+    pattern_table,
+)
+from ..spec.reference import Exact, cast_value
+from ..spec.rules import Mode
+from ..spec.types import Kind, OnnxType, TypeSpec
+
+__all__ = ["clear_caches", "kernel_for", "route"]
+
+_T = OnnxType
+#: How each wide source is named in a kernel name (floats arrive as their bits).
+_WIDE_KEYS = {
+    _T.FLOAT: "f32",
+    _T.DOUBLE: "f64",
+    _T.INT32: "i32",
+    _T.UINT32: "u32",
+    _T.INT64: "i64",
+    _T.UINT64: "u64",
+}
+_INT_KEYS = {
+    _T.INT8: "i8",
+    _T.UINT8: "u8",
+    _T.INT16: "i16",
+    _T.UINT16: "u16",
+    _T.INT32: "i32",
+    _T.UINT32: "u32",
+    _T.INT64: "i64",
+    _T.UINT64: "u64",
+}
+
+
+def _storage(t: TypeSpec) -> str:
+    return f"u{t.storage_bits}"
+
+
+def _nan_result(source: TypeSpec, target: TypeSpec, mode: Mode) -> int:
+    """What a NaN of ``source`` becomes in ``target``, by the oracle."""
+    return cast_value(Exact.nan(), source, target, mode)
+
+
+def route(source: TypeSpec, target: TypeSpec, mode: Mode) -> tuple[str, dict[str, Any]] | None:
+    """The kernel name and its parameters for a cast, or None where the pure engine casts.
+
+    ``mode`` must already be ``mode.effective_for(target)``.
+    """
+    if not (source.is_numeric and target.is_numeric):
+        return None
+    if source.storage_bits <= 16:
+        # Every pattern of the source, cast once by the spec's table: one gather.
+        table = pattern_table(source, target, mode)
+        mask = (1 << source.bits) - 1
+        return f"gather:{_storage(source)}:{_storage(target)}", {"table": table, "mask": mask}
+    s, t = _T(source.code), _T(target.code)
+    key = _WIDE_KEYS[s]
+    rules = mode.profile.rules
+    if target.kind is Kind.BOOL:
+        sign = (1 << (source.bits - 1)) if source.is_float else 0
+        return f"nonzero:u{source.bits}:u8", {"mask": ((1 << source.bits) - 1) ^ sign}
+    if target.is_integer:
+        return _to_integer(source, target, mode, key)
+    if t is _T.FLOAT or t is _T.DOUBLE:
+        if s is t:  # the same type: a copy of the bits
+            return f"int_to_int:u{source.bits}:u{source.bits}", {}
+        return f"convert:{key}:f{target.bits}", {}
+    odd = Engine.rounds_to_odd(source, target, mode)
+    if t is _T.FLOAT16:
+        return f"float16:{key}:u16", {}
+    if t is _T.BFLOAT16:
+        truncate = rules.bfloat16 == "truncate"
+        if s is _T.FLOAT:
+            return "bfloat16:f32:u16", {"variant": 2 if truncate else 0}
+        # Wide sources: rounded once (0), or to the nearest FLOAT first (1), then truncated (2).
+        variant = 2 if truncate else (0 if odd else 1)
+        return f"bfloat16:{key}:u16", {"variant": variant}
+    # float8, float4, float6, FLOAT8E8M0: the spec's class tables.
+    if not odd and t is _T.FLOAT8E8M0:
+        return None  # reference profile: R6's x < 0 fix-up after rounding through FLOAT
+    if s is _T.DOUBLE and odd:
+        table = double_class_table(target, mode)
+        return "double_class:f64:u8", {"table": table, "class_bits": DOUBLE_CLASS_BITS}
+    if not odd and source.is_integer and target.fmt.max_value >= 2**24:
+        return None  # rounding an integer to nearest FLOAT first matters only below 2**24
+    table = float32_class_table(target, mode)
+    params = {"table": table, "class_bits": FLOAT32_CLASS_BITS, "variant": 0 if odd else 1}
+    return f"float_class:{key}:u8", params
+
+
+def _to_integer(
+    source: TypeSpec, target: TypeSpec, mode: Mode, key: str
+) -> tuple[str, dict[str, Any]]:
+    rules = mode.profile.rules
+    if target.is_sub_byte:
+        mask = (1 << target.bits) - 1
+        saturate = rules.sub_byte_range == "saturate"
+        if source.is_integer:
+            params: dict[str, Any] = {"mask": mask}
+            if saturate:
+                params.update(
+                    variant=1,
+                    ilo=max(target.int_min, source.int_min),
+                    ihi=min(target.int_max, source.int_max),
+                )
+            return f"int_to_int:{key}:u8", params
+        # Every float of magnitude >= 2**(mantissa + 1 + bits) is a multiple of 2**bits: clamping
+        # there keeps the low bits.
+        bound = float(2 ** (source.fmt.mantissa_bits + 1 + target.bits))
+        params = {
+            "mask": mask,
+            "hi": bound,
+            "variant": 0 if rules.sub_byte_rounding == "half_even" else 1,
+            "nan_result": _nan_result(source, target, mode),
+        }
+        if saturate:
+            params.update(pre_lo=float(target.int_min), pre_hi=float(target.int_max))
+        return f"float_to_sub_byte:{key}:u8", params
+    tkey = _INT_KEYS[_T(target.code)]
+    if source.is_integer:
+        return f"int_to_int:{key}:u{target.bits}", {"mask": (1 << target.bits) - 1}
+    # Truncation with saturation: clamp to bounds exact in the source format; a maximum the
+    # format cannot hold is reached by x >= int_max + 1 instead.
+    exact_max = target.int_max < 2 ** (source.fmt.mantissa_bits + 1)
+    limit = float(target.int_max + 1)
+    high = float(target.int_max) if exact_max else _largest_float_below(limit, source)
+    return f"float_to_int:{key}:{tkey}", {
+        "lo": float(target.int_min),
+        "hi": high,
+        "limit": float("inf") if exact_max else limit,
+        "hi_result": target.int_max,
+        "nan_result": _nan_result(source, target, mode),
+    }
+
+
+@lru_cache(maxsize=4096)
+def _kernel(module: ModuleType, source: TypeSpec, target: TypeSpec, mode: Mode) -> Any:
+    found = route(source, target, mode)
+    if found is None:
+        return None
+    name, params = found
+    return module.Kernel(name, **params)
+
+
+def kernel_for(module: ModuleType, source: TypeSpec, target: TypeSpec, mode: Mode) -> Any:
+    """The ready-to-run ``Kernel`` of ``module`` for a cast, or None (cached per cast)."""
+    return _kernel(module, source, target, mode.effective_for(target))
+
+
+def clear_caches() -> None:
+    """Forget every kernel and table built so far (after the spec's rules were changed)."""
+    _kernel.cache_clear()
+    for table in (pattern_table, float32_class_table, double_class_table):
+        table.cache_clear()

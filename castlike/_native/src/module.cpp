@@ -1,0 +1,427 @@
+// The Python face of the native kernels: a `Kernel` object binds one family instantiation to
+// its Params (tables and constants from castlike.spec, computed once per cast plan in
+// castlike._native.routes) and runs it on contiguous buffers, split across threads with the
+// GIL released.  The same source is compiled once per CPU level (CASTLIKE_VARIANT); Python
+// imports the best level this CPU supports.
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "fpenv.hpp"
+#include "kernels.hpp"
+
+#ifndef CASTLIKE_VARIANT
+#error "CASTLIKE_VARIANT must name the CPU level this module is compiled for"
+#endif
+#define CASTLIKE_STR2(x) #x
+#define CASTLIKE_STR(x) CASTLIKE_STR2(x)
+#define CASTLIKE_MODULE_INIT2(v) PyInit__##v
+#define CASTLIKE_MODULE_INIT(v) CASTLIKE_MODULE_INIT2(v)
+
+namespace castlike {
+namespace {
+
+using KernelFn = void (*)(const void*, void*, size_t, size_t, const Params&);
+
+struct Entry {
+  const char* name;
+  KernelFn fn;
+  int in_size;
+  int out_size;
+};
+
+template <class Op>
+constexpr Entry entry(const char* name) {
+  return Entry{name, &map_elements<Op>, int(sizeof(typename Op::InT)),
+               int(sizeof(typename Op::OutT))};
+}
+
+// Names read "<family>:<source storage>:<target storage>"; castlike._native.routes builds them.
+const Entry kEntries[] = {
+    entry<Gather<uint8_t, uint8_t>>("gather:u8:u8"),
+    entry<Gather<uint8_t, uint16_t>>("gather:u8:u16"),
+    entry<Gather<uint8_t, uint32_t>>("gather:u8:u32"),
+    entry<Gather<uint8_t, uint64_t>>("gather:u8:u64"),
+    entry<Gather<uint16_t, uint8_t>>("gather:u16:u8"),
+    entry<Gather<uint16_t, uint16_t>>("gather:u16:u16"),
+    entry<Gather<uint16_t, uint32_t>>("gather:u16:u32"),
+    entry<Gather<uint16_t, uint64_t>>("gather:u16:u64"),
+    entry<FloatClass<FloatBits>>("float_class:f32:u8"),
+    entry<FloatClass<DoubleBits>>("float_class:f64:u8"),
+    entry<FloatClass<Integer<int32_t>>>("float_class:i32:u8"),
+    entry<FloatClass<Integer<uint32_t>>>("float_class:u32:u8"),
+    entry<FloatClass<Integer<int64_t>>>("float_class:i64:u8"),
+    entry<FloatClass<Integer<uint64_t>>>("float_class:u64:u8"),
+    entry<DoubleClass>("double_class:f64:u8"),
+    entry<Float32ToFloat16>("float16:f32:u16"),
+    entry<DoubleToHalf<Float16>>("float16:f64:u16"),
+    entry<IntToFloat16<int32_t>>("float16:i32:u16"),
+    entry<IntToFloat16<uint32_t>>("float16:u32:u16"),
+    entry<IntToFloat16<int64_t>>("float16:i64:u16"),
+    entry<IntToFloat16<uint64_t>>("float16:u64:u16"),
+    entry<Float32ToBFloat16>("bfloat16:f32:u16"),
+    entry<DoubleToHalf<BFloat16>>("bfloat16:f64:u16"),
+    entry<IntToBFloat16<int32_t>>("bfloat16:i32:u16"),
+    entry<IntToBFloat16<uint32_t>>("bfloat16:u32:u16"),
+    entry<IntToBFloat16<int64_t>>("bfloat16:i64:u16"),
+    entry<IntToBFloat16<uint64_t>>("bfloat16:u64:u16"),
+    entry<Convert<double, float>>("convert:f64:f32"),
+    entry<Convert<int32_t, float>>("convert:i32:f32"),
+    entry<Convert<uint32_t, float>>("convert:u32:f32"),
+    entry<Convert<int64_t, float>>("convert:i64:f32"),
+    entry<Convert<uint64_t, float>>("convert:u64:f32"),
+    entry<Convert<float, double>>("convert:f32:f64"),
+    entry<Convert<int32_t, double>>("convert:i32:f64"),
+    entry<Convert<uint32_t, double>>("convert:u32:f64"),
+    entry<Convert<int64_t, double>>("convert:i64:f64"),
+    entry<Convert<uint64_t, double>>("convert:u64:f64"),
+    entry<FloatToInt<float, int8_t>>("float_to_int:f32:i8"),
+    entry<FloatToInt<float, uint8_t>>("float_to_int:f32:u8"),
+    entry<FloatToInt<float, int16_t>>("float_to_int:f32:i16"),
+    entry<FloatToInt<float, uint16_t>>("float_to_int:f32:u16"),
+    entry<FloatToInt<float, int32_t>>("float_to_int:f32:i32"),
+    entry<FloatToInt<float, uint32_t>>("float_to_int:f32:u32"),
+    entry<FloatToInt<float, int64_t>>("float_to_int:f32:i64"),
+    entry<FloatToInt<float, uint64_t>>("float_to_int:f32:u64"),
+    entry<FloatToInt<double, int8_t>>("float_to_int:f64:i8"),
+    entry<FloatToInt<double, uint8_t>>("float_to_int:f64:u8"),
+    entry<FloatToInt<double, int16_t>>("float_to_int:f64:i16"),
+    entry<FloatToInt<double, uint16_t>>("float_to_int:f64:u16"),
+    entry<FloatToInt<double, int32_t>>("float_to_int:f64:i32"),
+    entry<FloatToInt<double, uint32_t>>("float_to_int:f64:u32"),
+    entry<FloatToInt<double, int64_t>>("float_to_int:f64:i64"),
+    entry<FloatToInt<double, uint64_t>>("float_to_int:f64:u64"),
+    entry<FloatToSubByte<float>>("float_to_sub_byte:f32:u8"),
+    entry<FloatToSubByte<double>>("float_to_sub_byte:f64:u8"),
+    entry<IntToInt<int32_t, uint8_t>>("int_to_int:i32:u8"),
+    entry<IntToInt<int32_t, uint16_t>>("int_to_int:i32:u16"),
+    entry<IntToInt<int32_t, uint32_t>>("int_to_int:i32:u32"),
+    entry<IntToInt<int32_t, uint64_t>>("int_to_int:i32:u64"),
+    entry<IntToInt<uint32_t, uint8_t>>("int_to_int:u32:u8"),
+    entry<IntToInt<uint32_t, uint16_t>>("int_to_int:u32:u16"),
+    entry<IntToInt<uint32_t, uint32_t>>("int_to_int:u32:u32"),
+    entry<IntToInt<uint32_t, uint64_t>>("int_to_int:u32:u64"),
+    entry<IntToInt<int64_t, uint8_t>>("int_to_int:i64:u8"),
+    entry<IntToInt<int64_t, uint16_t>>("int_to_int:i64:u16"),
+    entry<IntToInt<int64_t, uint32_t>>("int_to_int:i64:u32"),
+    entry<IntToInt<int64_t, uint64_t>>("int_to_int:i64:u64"),
+    entry<IntToInt<uint64_t, uint8_t>>("int_to_int:u64:u8"),
+    entry<IntToInt<uint64_t, uint16_t>>("int_to_int:u64:u16"),
+    entry<IntToInt<uint64_t, uint32_t>>("int_to_int:u64:u32"),
+    entry<IntToInt<uint64_t, uint64_t>>("int_to_int:u64:u64"),
+    entry<NonZero<uint32_t>>("nonzero:u32:u8"),
+    entry<NonZero<uint64_t>>("nonzero:u64:u8"),
+};
+
+constexpr size_t kEntryCount = sizeof(kEntries) / sizeof(kEntries[0]);
+
+//: Elements below which a cast stays on the calling thread (starting threads costs more), and
+//: the fewest elements a thread is given.
+constexpr Py_ssize_t kMinParallel = Py_ssize_t{1} << 17;
+constexpr Py_ssize_t kMinPerThread = Py_ssize_t{1} << 16;
+
+void run_range(const Entry& e, const void* in, void* out, size_t begin, size_t end,
+               const Params& p) {
+  const FpEnvGuard guard;  // per thread: each has its own floating-point environment
+  e.fn(in, out, begin, end, p);
+}
+
+void run_parallel(const Entry& e, const void* in, void* out, size_t n, const Params& p,
+                  int threads) {
+  const size_t per = ((n + size_t(threads) - 1) / size_t(threads) + 63) & ~size_t{63};
+  std::vector<std::thread> workers;
+  workers.reserve(size_t(threads) - 1);
+  for (int t = 1; t < threads; ++t) {
+    const size_t begin = std::min(n, per * size_t(t));
+    const size_t end = std::min(n, begin + per);
+    if (begin < end) workers.emplace_back(run_range, std::cref(e), in, out, begin, end, std::cref(p));
+  }
+  run_range(e, in, out, 0, std::min(n, per), p);
+  for (auto& w : workers) w.join();
+}
+
+// -- the Kernel type -------------------------------------------------------------------------
+
+struct KernelObject {
+  PyObject_HEAD
+  vectorcallfunc vectorcall;  // calls skip tuple building: a small cast is mostly overhead
+  const Entry* entry;
+  Params params;
+  Py_buffer table;  // held for the kernel's lifetime (table.obj is NULL when there is none)
+};
+
+void Kernel_dealloc(PyObject* self) {
+  auto* k = reinterpret_cast<KernelObject*>(self);
+  if (k->table.obj != nullptr) PyBuffer_Release(&k->table);
+  PyTypeObject* type = Py_TYPE(self);
+  type->tp_free(self);
+  Py_DECREF(type);  // instances of heap types own a reference to their type
+}
+
+int Kernel_init(PyObject* self, PyObject* args, PyObject* kwargs) {
+  auto* k = reinterpret_cast<KernelObject*>(self);
+  static const char* keywords[] = {"name",  "table", "mask",   "class_bits", "variant",
+                                   "lo",    "hi",    "limit",  "pre_lo",     "pre_hi",
+                                   "ilo",   "ihi",   "nan_result", "hi_result", nullptr};
+  const char* name = nullptr;
+  PyObject* table = Py_None;
+  unsigned long long mask = ~0ULL, nan_result = 0, hi_result = 0;
+  int class_bits = 0, variant = 0;
+  double lo = 0, hi = 0, limit = 0;
+  double pre_lo = -std::numeric_limits<double>::infinity();
+  double pre_hi = std::numeric_limits<double>::infinity();
+  long long ilo = 0, ihi = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "s|$OKiidddddLLKK", const_cast<char**>(keywords),
+                                   &name, &table, &mask, &class_bits, &variant, &lo, &hi, &limit,
+                                   &pre_lo, &pre_hi, &ilo, &ihi, &nan_result, &hi_result)) {
+    return -1;
+  }
+  k->entry = nullptr;
+  for (size_t i = 0; i < kEntryCount; ++i) {
+    if (std::strcmp(kEntries[i].name, name) == 0) k->entry = &kEntries[i];
+  }
+  if (k->entry == nullptr) {
+    PyErr_Format(PyExc_ValueError, "no native kernel named %s", name);
+    return -1;
+  }
+  if (k->table.obj != nullptr) PyBuffer_Release(&k->table);
+  k->table.obj = nullptr;
+  Params p;
+  if (table != Py_None) {
+    if (PyObject_GetBuffer(table, &k->table, PyBUF_C_CONTIGUOUS) < 0) return -1;
+    p.table = k->table.buf;
+  }
+  p.mask = mask;
+  p.class_bits = class_bits;
+  p.variant = variant;
+  p.lo = lo;
+  p.hi = hi;
+  p.limit = limit;
+  p.pre_lo = pre_lo;
+  p.pre_hi = pre_hi;
+  p.ilo = ilo;
+  p.ihi = ihi;
+  p.nan_result = nan_result;
+  p.hi_result = hi_result;
+  k->params = p;
+  return 0;
+}
+
+//: kernel(source, out, threads): cast the contiguous buffer `source` into `out`.
+PyObject* Kernel_call(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  auto* k = reinterpret_cast<KernelObject*>(self);
+  const Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+  if (nargs != 3 || kwnames != nullptr) {
+    PyErr_SetString(PyExc_TypeError, "kernel(source, out, threads) takes 3 positional arguments");
+    return nullptr;
+  }
+  const long threads_arg = PyLong_AsLong(args[2]);
+  if (threads_arg == -1 && PyErr_Occurred()) return nullptr;
+  Py_buffer in, out;
+  if (PyObject_GetBuffer(args[0], &in, PyBUF_C_CONTIGUOUS) < 0) return nullptr;
+  if (PyObject_GetBuffer(args[1], &out, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0) {
+    PyBuffer_Release(&in);
+    return nullptr;
+  }
+  const Entry& e = *k->entry;
+  const Py_ssize_t n = in.len / e.in_size;
+  if (in.len % e.in_size != 0 || out.len != n * e.out_size) {
+    PyBuffer_Release(&in);
+    PyBuffer_Release(&out);
+    PyErr_Format(PyExc_ValueError, "%s: %zd source bytes do not match %zd output bytes", e.name,
+                 in.len, out.len);
+    return nullptr;
+  }
+  int threads = int(std::max(1L, std::min(threads_arg, 256L)));
+  threads = int(std::min<Py_ssize_t>(threads, std::max<Py_ssize_t>(1, n / kMinPerThread)));
+  if (n < kMinParallel) threads = 1;
+  if (threads == 1 && n < 4096) {
+    run_range(e, in.buf, out.buf, 0, size_t(n), k->params);  // not worth releasing the GIL
+  } else {
+    Py_BEGIN_ALLOW_THREADS;
+    if (threads == 1) {
+      run_range(e, in.buf, out.buf, 0, size_t(n), k->params);
+    } else {
+      run_parallel(e, in.buf, out.buf, size_t(n), k->params, threads);
+    }
+    Py_END_ALLOW_THREADS;
+  }
+  PyBuffer_Release(&in);
+  PyBuffer_Release(&out);
+  Py_RETURN_NONE;
+}
+
+PyObject* Kernel_new(PyTypeObject* type, PyObject*, PyObject*) {
+  auto* k = reinterpret_cast<KernelObject*>(type->tp_alloc(type, 0));
+  if (k == nullptr) return nullptr;
+  k->vectorcall = Kernel_call;
+  k->entry = nullptr;
+  k->table.obj = nullptr;
+  return reinterpret_cast<PyObject*>(k);
+}
+
+PyObject* Kernel_tp_call(PyObject* self, PyObject* args, PyObject* kwargs) {
+  return PyVectorcall_Call(self, args, kwargs);
+}
+
+PyObject* Kernel_get_name(PyObject* self, void*) {
+  auto* k = reinterpret_cast<KernelObject*>(self);
+  return PyUnicode_FromString(k->entry != nullptr ? k->entry->name : "?");
+}
+
+PyGetSetDef Kernel_getset[] = {
+    {"name", Kernel_get_name, nullptr, "The kernel's family:source:target name.", nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr}};
+
+PyMemberDef Kernel_members[] = {
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(KernelObject, vectorcall), READONLY, nullptr},
+    {nullptr, 0, 0, 0, nullptr}};
+
+PyType_Slot Kernel_slots[] = {
+    {Py_tp_doc, const_cast<char*>("Kernel(name, *, table=None, ...): one native cast, ready to run.")},
+    {Py_tp_dealloc, reinterpret_cast<void*>(Kernel_dealloc)},
+    {Py_tp_init, reinterpret_cast<void*>(Kernel_init)},
+    {Py_tp_new, reinterpret_cast<void*>(Kernel_new)},
+    {Py_tp_call, reinterpret_cast<void*>(Kernel_tp_call)},
+    {Py_tp_getset, Kernel_getset},
+    {Py_tp_members, Kernel_members},
+    {0, nullptr}};
+
+PyType_Spec Kernel_spec = {"castlike._native.Kernel", int(sizeof(KernelObject)), 0,
+                           Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL, Kernel_slots};
+
+// -- module functions --------------------------------------------------------------------------
+
+PyObject* kernel_names(PyObject*, PyObject*) {
+  PyObject* out = PyList_New(Py_ssize_t(kEntryCount));
+  if (out == nullptr) return nullptr;
+  for (size_t i = 0; i < kEntryCount; ++i) {
+    PyObject* name = PyUnicode_FromString(kEntries[i].name);
+    if (name == nullptr) {
+      Py_DECREF(out);
+      return nullptr;
+    }
+    PyList_SET_ITEM(out, Py_ssize_t(i), name);
+  }
+  return out;
+}
+
+PyObject* cpu_features(PyObject*, PyObject*) {
+  PyObject* out = PyDict_New();
+  if (out == nullptr) return nullptr;
+  auto put = [out](const char* name, bool value) {
+    return PyDict_SetItemString(out, name, value ? Py_True : Py_False) == 0;
+  };
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  // x86-64-v3 (AVX2, F16C, FMA, BMI2 ...) and x86-64-v4 (AVX-512 F/BW/CD/DQ/VL) are what the
+  // avx2 and avx512 modules are compiled for.
+  const bool ok = put("x86-64-v3", __builtin_cpu_supports("x86-64-v3")) &&
+                  put("x86-64-v4", __builtin_cpu_supports("x86-64-v4")) &&
+                  put("avx2", __builtin_cpu_supports("avx2")) &&
+                  put("f16c", __builtin_cpu_supports("f16c")) &&
+                  put("fma", __builtin_cpu_supports("fma")) &&
+                  put("bmi2", __builtin_cpu_supports("bmi2")) &&
+                  put("avx512f", __builtin_cpu_supports("avx512f")) &&
+                  put("avx512bw", __builtin_cpu_supports("avx512bw")) &&
+                  put("avx512vl", __builtin_cpu_supports("avx512vl")) &&
+                  put("avx512dq", __builtin_cpu_supports("avx512dq"));
+#elif defined(__aarch64__)
+  const bool ok = put("neon", true);
+#else
+  const bool ok = true;
+#endif
+  if (!ok) {
+    Py_DECREF(out);
+    return nullptr;
+  }
+  return out;
+}
+
+//: Testing hook: set the calling thread's FTZ/DAZ flags and rounding mode (0 nearest, 1 down,
+//: 2 up, 3 toward zero) as a hostile caller might; returns the previous control word, which
+//: `_restore_fp_environment` puts back.  The kernels must give the same bits either way.
+PyObject* set_fp_environment(PyObject*, PyObject* args) {
+  int flush = 0, rounding = 0;
+  if (!PyArg_ParseTuple(args, "pi", &flush, &rounding)) return nullptr;
+  if (rounding < 0 || rounding > 3) {
+    PyErr_SetString(PyExc_ValueError, "rounding must be 0, 1, 2 or 3");
+    return nullptr;
+  }
+#if defined(CASTLIKE_FPENV_X86)
+  const unsigned int saved = _mm_getcsr();
+  unsigned int csr = (saved & ~0x8040u & ~0x6000u) | (unsigned(rounding) << 13);
+  if (flush) csr |= 0x8040u;  // FTZ and DAZ
+  _mm_setcsr(csr);
+  return PyLong_FromUnsignedLongLong(saved);
+#elif defined(CASTLIKE_FPENV_AARCH64)
+  std::uint64_t saved;
+  __asm__ __volatile__("mrs %0, fpcr" : "=r"(saved));
+  // AArch64 RMode: 0 nearest, 1 up, 2 down, 3 toward zero.
+  static const std::uint64_t kMode[] = {0, 2, 1, 3};
+  std::uint64_t fpcr = (saved & ~(std::uint64_t{3} << 22)) | (kMode[rounding] << 22);
+  if (flush) fpcr |= (std::uint64_t{1} << 24) | (std::uint64_t{1} << 19);
+  __asm__ __volatile__("msr fpcr, %0" : : "r"(fpcr));
+  return PyLong_FromUnsignedLongLong(saved);
+#else
+  (void)flush;
+  PyErr_SetString(PyExc_NotImplementedError, "no control word on this architecture");
+  return nullptr;
+#endif
+}
+
+PyObject* restore_fp_environment(PyObject*, PyObject* arg) {
+  const unsigned long long saved = PyLong_AsUnsignedLongLong(arg);
+  if (PyErr_Occurred()) return nullptr;
+#if defined(CASTLIKE_FPENV_X86)
+  _mm_setcsr(static_cast<unsigned int>(saved));
+#elif defined(CASTLIKE_FPENV_AARCH64)
+  const std::uint64_t fpcr = saved;
+  __asm__ __volatile__("msr fpcr, %0" : : "r"(fpcr));
+#else
+  (void)saved;
+#endif
+  Py_RETURN_NONE;
+}
+
+PyMethodDef kMethods[] = {
+    {"_set_fp_environment", set_fp_environment, METH_VARARGS,
+     "Testing hook: set FTZ/DAZ and the rounding mode of the calling thread."},
+    {"_restore_fp_environment", restore_fp_environment, METH_O,
+     "Testing hook: restore the control word _set_fp_environment returned."},
+    {"kernel_names", kernel_names, METH_NOARGS, "Names of the kernels this module holds."},
+    {"cpu_features", cpu_features, METH_NOARGS, "The CPU features the dispatcher looks at."},
+    {nullptr, nullptr, 0, nullptr}};
+
+PyModuleDef kModule = {PyModuleDef_HEAD_INIT,
+                       "castlike._native._" CASTLIKE_STR(CASTLIKE_VARIANT),
+                       "castlike's native cast kernels, compiled for one CPU level.",
+                       -1,
+                       kMethods,
+                       nullptr,
+                       nullptr,
+                       nullptr,
+                       nullptr};
+
+}  // namespace
+}  // namespace castlike
+
+PyMODINIT_FUNC CASTLIKE_MODULE_INIT(CASTLIKE_VARIANT)() {
+  using namespace castlike;
+  PyObject* m = PyModule_Create(&kModule);
+  if (m == nullptr) return nullptr;
+  PyObject* type = PyType_FromSpec(&Kernel_spec);
+  if (type == nullptr || PyModule_AddObject(m, "Kernel", type) < 0 ||
+      PyModule_AddStringConstant(m, "variant", CASTLIKE_STR(CASTLIKE_VARIANT)) < 0) {
+    Py_XDECREF(type);
+    Py_DECREF(m);
+    return nullptr;
+  }
+  return m;
+}
