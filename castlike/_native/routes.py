@@ -101,7 +101,11 @@ def route(source: TypeSpec, target: TypeSpec, mode: Mode) -> tuple[str, dict[str
     if not odd and source.is_integer and target.fmt.max_value >= 2**24:
         return None  # rounding an integer to nearest FLOAT first matters only below 2**24
     table = float32_class_table(target, mode)
-    params = {"table": table, "class_bits": FLOAT32_CLASS_BITS, "variant": 0 if odd else 1}
+    if source.is_integer:  # clamped to +-2**24 where the target's range allows: exact in FLOAT
+        variant = 1 if target.fmt.max_value < 2**24 else 0
+    else:
+        variant = 0 if odd else 1
+    params = {"table": table, "class_bits": FLOAT32_CLASS_BITS, "variant": variant}
     return f"float_class:{key}:u8", params
 
 

@@ -34,12 +34,14 @@ struct Entry {
   KernelFn fn;
   int in_size;
   int out_size;
+  int variants;
 };
 
-template <class Op>
+//: A kernel whose Variant 0, 1, ... are `Op, Ops...` (one Op: a family without variants).
+template <class Op, class... Ops>
 constexpr Entry entry(const char* name) {
-  return Entry{name, &map_elements<Op>, int(sizeof(typename Op::InT)),
-               int(sizeof(typename Op::OutT))};
+  return Entry{name, &map_variant<Op, Ops...>, int(sizeof(typename Op::InT)),
+               int(sizeof(typename Op::OutT)), int(1 + sizeof...(Ops))};
 }
 
 // Names read "<family>:<source storage>:<target storage>"; castlike._native.routes builds them.
@@ -53,11 +55,11 @@ const Entry kEntries[] = {
     entry<Gather<uint16_t, uint32_t>>("gather:u16:u32"),
     entry<Gather<uint16_t, uint64_t>>("gather:u16:u64"),
     entry<FloatClass<FloatBits>>("float_class:f32:u8"),
-    entry<FloatClass<DoubleBits>>("float_class:f64:u8"),
-    entry<FloatClass<Integer<int32_t>>>("float_class:i32:u8"),
-    entry<FloatClass<Integer<uint32_t>>>("float_class:u32:u8"),
-    entry<FloatClass<Integer<int64_t>>>("float_class:i64:u8"),
-    entry<FloatClass<Integer<uint64_t>>>("float_class:u64:u8"),
+    entry<FloatClass<DoubleBits, 0>, FloatClass<DoubleBits, 1>>("float_class:f64:u8"),
+    entry<FloatClass<Integer<int32_t>, 0>, FloatClass<Integer<int32_t>, 1>>("float_class:i32:u8"),
+    entry<FloatClass<Integer<uint32_t>, 0>, FloatClass<Integer<uint32_t>, 1>>("float_class:u32:u8"),
+    entry<FloatClass<Integer<int64_t>, 0>, FloatClass<Integer<int64_t>, 1>>("float_class:i64:u8"),
+    entry<FloatClass<Integer<uint64_t>, 0>, FloatClass<Integer<uint64_t>, 1>>("float_class:u64:u8"),
     entry<DoubleClass>("double_class:f64:u8"),
     entry<Float32ToFloat16>("float16:f32:u16"),
     entry<DoubleToHalf<Float16>>("float16:f64:u16"),
@@ -65,12 +67,17 @@ const Entry kEntries[] = {
     entry<IntToFloat16<uint32_t>>("float16:u32:u16"),
     entry<IntToFloat16<int64_t>>("float16:i64:u16"),
     entry<IntToFloat16<uint64_t>>("float16:u64:u16"),
-    entry<Float32ToBFloat16>("bfloat16:f32:u16"),
-    entry<DoubleToHalf<BFloat16>>("bfloat16:f64:u16"),
-    entry<IntToBFloat16<int32_t>>("bfloat16:i32:u16"),
-    entry<IntToBFloat16<uint32_t>>("bfloat16:u32:u16"),
-    entry<IntToBFloat16<int64_t>>("bfloat16:i64:u16"),
-    entry<IntToBFloat16<uint64_t>>("bfloat16:u64:u16"),
+    entry<Float32ToBFloat16<0>, Float32ToBFloat16<0>, Float32ToBFloat16<2>>("bfloat16:f32:u16"),
+    entry<DoubleToHalf<BFloat16, 0>, DoubleToHalf<BFloat16, 1>, DoubleToHalf<BFloat16, 2>>(
+        "bfloat16:f64:u16"),
+    entry<IntToBFloat16<int32_t, 0>, IntToBFloat16<int32_t, 1>, IntToBFloat16<int32_t, 2>>(
+        "bfloat16:i32:u16"),
+    entry<IntToBFloat16<uint32_t, 0>, IntToBFloat16<uint32_t, 1>, IntToBFloat16<uint32_t, 2>>(
+        "bfloat16:u32:u16"),
+    entry<IntToBFloat16<int64_t, 0>, IntToBFloat16<int64_t, 1>, IntToBFloat16<int64_t, 2>>(
+        "bfloat16:i64:u16"),
+    entry<IntToBFloat16<uint64_t, 0>, IntToBFloat16<uint64_t, 1>, IntToBFloat16<uint64_t, 2>>(
+        "bfloat16:u64:u16"),
     entry<Convert<double, float>>("convert:f64:f32"),
     entry<Convert<int32_t, float>>("convert:i32:f32"),
     entry<Convert<uint32_t, float>>("convert:u32:f32"),
@@ -97,24 +104,24 @@ const Entry kEntries[] = {
     entry<FloatToInt<double, uint32_t>>("float_to_int:f64:u32"),
     entry<FloatToInt<double, int64_t>>("float_to_int:f64:i64"),
     entry<FloatToInt<double, uint64_t>>("float_to_int:f64:u64"),
-    entry<FloatToSubByte<float>>("float_to_sub_byte:f32:u8"),
-    entry<FloatToSubByte<double>>("float_to_sub_byte:f64:u8"),
-    entry<IntToInt<int32_t, uint8_t>>("int_to_int:i32:u8"),
-    entry<IntToInt<int32_t, uint16_t>>("int_to_int:i32:u16"),
-    entry<IntToInt<int32_t, uint32_t>>("int_to_int:i32:u32"),
-    entry<IntToInt<int32_t, uint64_t>>("int_to_int:i32:u64"),
-    entry<IntToInt<uint32_t, uint8_t>>("int_to_int:u32:u8"),
-    entry<IntToInt<uint32_t, uint16_t>>("int_to_int:u32:u16"),
-    entry<IntToInt<uint32_t, uint32_t>>("int_to_int:u32:u32"),
-    entry<IntToInt<uint32_t, uint64_t>>("int_to_int:u32:u64"),
-    entry<IntToInt<int64_t, uint8_t>>("int_to_int:i64:u8"),
-    entry<IntToInt<int64_t, uint16_t>>("int_to_int:i64:u16"),
-    entry<IntToInt<int64_t, uint32_t>>("int_to_int:i64:u32"),
-    entry<IntToInt<int64_t, uint64_t>>("int_to_int:i64:u64"),
-    entry<IntToInt<uint64_t, uint8_t>>("int_to_int:u64:u8"),
-    entry<IntToInt<uint64_t, uint16_t>>("int_to_int:u64:u16"),
-    entry<IntToInt<uint64_t, uint32_t>>("int_to_int:u64:u32"),
-    entry<IntToInt<uint64_t, uint64_t>>("int_to_int:u64:u64"),
+    entry<FloatToSubByte<float, 0>, FloatToSubByte<float, 1>>("float_to_sub_byte:f32:u8"),
+    entry<FloatToSubByte<double, 0>, FloatToSubByte<double, 1>>("float_to_sub_byte:f64:u8"),
+    entry<IntToInt<int32_t, uint8_t, 0>, IntToInt<int32_t, uint8_t, 1>>("int_to_int:i32:u8"),
+    entry<IntToInt<int32_t, uint16_t, 0>, IntToInt<int32_t, uint16_t, 1>>("int_to_int:i32:u16"),
+    entry<IntToInt<int32_t, uint32_t, 0>, IntToInt<int32_t, uint32_t, 1>>("int_to_int:i32:u32"),
+    entry<IntToInt<int32_t, uint64_t, 0>, IntToInt<int32_t, uint64_t, 1>>("int_to_int:i32:u64"),
+    entry<IntToInt<uint32_t, uint8_t, 0>, IntToInt<uint32_t, uint8_t, 1>>("int_to_int:u32:u8"),
+    entry<IntToInt<uint32_t, uint16_t, 0>, IntToInt<uint32_t, uint16_t, 1>>("int_to_int:u32:u16"),
+    entry<IntToInt<uint32_t, uint32_t, 0>, IntToInt<uint32_t, uint32_t, 1>>("int_to_int:u32:u32"),
+    entry<IntToInt<uint32_t, uint64_t, 0>, IntToInt<uint32_t, uint64_t, 1>>("int_to_int:u32:u64"),
+    entry<IntToInt<int64_t, uint8_t, 0>, IntToInt<int64_t, uint8_t, 1>>("int_to_int:i64:u8"),
+    entry<IntToInt<int64_t, uint16_t, 0>, IntToInt<int64_t, uint16_t, 1>>("int_to_int:i64:u16"),
+    entry<IntToInt<int64_t, uint32_t, 0>, IntToInt<int64_t, uint32_t, 1>>("int_to_int:i64:u32"),
+    entry<IntToInt<int64_t, uint64_t, 0>, IntToInt<int64_t, uint64_t, 1>>("int_to_int:i64:u64"),
+    entry<IntToInt<uint64_t, uint8_t, 0>, IntToInt<uint64_t, uint8_t, 1>>("int_to_int:u64:u8"),
+    entry<IntToInt<uint64_t, uint16_t, 0>, IntToInt<uint64_t, uint16_t, 1>>("int_to_int:u64:u16"),
+    entry<IntToInt<uint64_t, uint32_t, 0>, IntToInt<uint64_t, uint32_t, 1>>("int_to_int:u64:u32"),
+    entry<IntToInt<uint64_t, uint64_t, 0>, IntToInt<uint64_t, uint64_t, 1>>("int_to_int:u64:u64"),
     entry<NonZero<uint32_t>>("nonzero:u32:u8"),
     entry<NonZero<uint64_t>>("nonzero:u64:u8"),
 };
@@ -153,12 +160,15 @@ struct KernelObject {
   vectorcallfunc vectorcall;  // calls skip tuple building: a small cast is mostly overhead
   const Entry* entry;
   Params params;
-  Py_buffer table;  // held for the kernel's lifetime (table.obj is NULL when there is none)
+  unsigned char* table;  // the kernel's own padded copy of its table (NULL when there is none)
 };
+
+//: Bytes after every table (zeros): room for a wider read at the last entry.
+constexpr size_t kTablePadding = 64;
 
 void Kernel_dealloc(PyObject* self) {
   auto* k = reinterpret_cast<KernelObject*>(self);
-  if (k->table.obj != nullptr) PyBuffer_Release(&k->table);
+  PyMem_Free(k->table);
   PyTypeObject* type = Py_TYPE(self);
   type->tp_free(self);
   Py_DECREF(type);  // instances of heap types own a reference to their type
@@ -190,12 +200,25 @@ int Kernel_init(PyObject* self, PyObject* args, PyObject* kwargs) {
     PyErr_Format(PyExc_ValueError, "no native kernel named %s", name);
     return -1;
   }
-  if (k->table.obj != nullptr) PyBuffer_Release(&k->table);
-  k->table.obj = nullptr;
+  if (variant < 0 || variant >= k->entry->variants) {
+    PyErr_Format(PyExc_ValueError, "%s has no variant %d", name, variant);
+    return -1;
+  }
+  PyMem_Free(k->table);
+  k->table = nullptr;
   Params p;
   if (table != Py_None) {
-    if (PyObject_GetBuffer(table, &k->table, PyBUF_C_CONTIGUOUS) < 0) return -1;
-    p.table = k->table.buf;
+    Py_buffer view;
+    if (PyObject_GetBuffer(table, &view, PyBUF_C_CONTIGUOUS) < 0) return -1;
+    k->table = static_cast<unsigned char*>(PyMem_Calloc(size_t(view.len) + kTablePadding, 1));
+    if (k->table == nullptr) {
+      PyBuffer_Release(&view);
+      PyErr_NoMemory();
+      return -1;
+    }
+    std::memcpy(k->table, view.buf, size_t(view.len));
+    PyBuffer_Release(&view);
+    p.table = k->table;
   }
   p.mask = mask;
   p.class_bits = class_bits;
@@ -262,7 +285,7 @@ PyObject* Kernel_new(PyTypeObject* type, PyObject*, PyObject*) {
   if (k == nullptr) return nullptr;
   k->vectorcall = Kernel_call;
   k->entry = nullptr;
-  k->table.obj = nullptr;
+  k->table = nullptr;
   return reinterpret_cast<PyObject*>(k);
 }
 
