@@ -101,10 +101,9 @@ def route(source: TypeSpec, target: TypeSpec, mode: Mode) -> tuple[str, dict[str
     if not odd and source.is_integer and target.fmt.max_value >= 2**24:
         return None  # rounding an integer to nearest FLOAT first matters only below 2**24
     table = float32_class_table(target, mode)
-    if source.is_integer:  # clamped to +-2**24 where the target's range allows: exact in FLOAT
-        variant = 1 if target.fmt.max_value < 2**24 else 0
-    else:
-        variant = 0 if odd else 1
+    # Integers: clamped to +-2**24 first where the target's range allows (then exact in FLOAT).
+    # DOUBLE: to the nearest FLOAT first where the profile says so.
+    variant = int(target.fmt.max_value < 2**24) if source.is_integer else int(not odd)
     params = {"table": table, "class_bits": FLOAT32_CLASS_BITS, "variant": variant}
     return f"float_class:{key}:u8", params
 
