@@ -1,0 +1,151 @@
+"""All 2**32 FLOAT inputs: the native kernels against the pure-NumPy engine, bit for bit.
+
+For every target of 16 bits or fewer and every mode that changes it, each FLOAT bit pattern is
+cast by the native kernel and by the pure engine, and the bits must agree (NaN as "is NaN" for
+the IEEE targets, R3).  Modes whose kernels differ only in the contents of the spec's table
+(the float8/float4/float6/E8M0 modes: the same class index, another table) run the same code
+on the same table in both paths, so one of them stands for all: the index computation is what
+differs between the paths, and the tables themselves are held to the oracle by the exhaustive
+and curated tests.  Then 10**7 random bit patterns of DOUBLE, INT64 and UINT64 to every
+numeric target, against the pure engine (which the exhaustive and curated tests hold to the
+oracle).  Run by ``nox -s exhaustive32``; exits 1 on the first mismatch, naming the input.
+
+Usage: ``python tests/exhaustive32.py [--level avx512] [--stride 1] [--workers 2]``
+(``--stride k`` checks every k-th block of 2**22 inputs, for a quick run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import multiprocessing
+import os
+import sys
+import time
+from dataclasses import replace
+from types import SimpleNamespace
+
+import numpy as np
+
+from castlike import _native
+from castlike._native import routes
+from castlike.backends.numpy import ADAPTER as NUMPY
+from castlike.backends.numpy import NUMPY_DTYPES
+from castlike.spec.rules import Mode, canonical_mode
+from castlike.spec.types import OnnxType, TypeSpec, spec_of
+from castlike.testing import all_modes, compare_bits, mode_id, numeric_types, random_inputs
+
+BLOCK = 1 << 22
+#: Patterns per job (64 jobs cover the 2**32).
+SPAN = 1 << 26
+FLOAT = spec_of("FLOAT")
+WIDE_RANDOM = ("DOUBLE", "INT64", "UINT64")
+N_RANDOM = 10**7
+
+
+TARGETS = [t for t in numeric_types() if t.bits <= 16]
+
+
+def _modes(source: TypeSpec, target: TypeSpec) -> list[Mode]:
+    modes = all_modes() + [replace(m, inf_to_fnuz_is_nan=True) for m in all_modes()]
+    return list(dict.fromkeys(canonical_mode(m, source, target) for m in modes))
+
+
+def _distinct_float_cases() -> list[tuple[TypeSpec, Mode]]:
+    """One (target, mode) per distinct kernel code and constants (tables aside), see above."""
+    seen: dict[tuple[object, ...], tuple[TypeSpec, Mode]] = {}
+    for target in TARGETS:
+        for mode in _modes(FLOAT, target):
+            found = routes.route(FLOAT, target, mode.effective_for(target))
+            assert found is not None, f"FLOAT -> {target.name} has no kernel"
+            name, params = found
+            consts = tuple(sorted((k, v) for k, v in params.items() if k != "table"))
+            seen.setdefault((name, consts, "table" in params), (target, mode))
+    return list(seen.values())
+
+
+def _check(level: str, source: TypeSpec, target: TypeSpec, mode: Mode, x: np.ndarray) -> str:
+    """'' when the kernel of ``level`` equals the pure engine on ``x``, else a description."""
+    module = importlib.import_module(f"castlike._native._{level}")
+    kernel = routes.kernel_for(module, source, target, mode)
+    if kernel is None:
+        return ""  # the pure engine casts this one itself
+    out = np.empty(x.shape, dtype=NUMPY_DTYPES[OnnxType(target.code)])
+    kernel(x, out, 1)
+    plan = SimpleNamespace(source=source, target=target, mode=mode)
+    pure = NUMPY.engine().cast_pure(x, plan)
+    storage = np.dtype(f"uint{target.storage_bits}")
+    if np.array_equal(out.view(storage), np.asarray(pure).view(storage)):
+        return ""
+    expected = NUMPY.bits(pure, target).astype(np.uint64)
+    mismatch = compare_bits(out, expected, source, target, x)
+    return "" if mismatch is None else mismatch.describe(source, target)
+
+
+def _float_job(args: tuple[str, int, int]) -> tuple[str, str, float]:
+    """Every FLOAT cast on the patterns [first, first + SPAN), a block at a time."""
+    level, first, stride = args
+    start = time.perf_counter()
+    cases = _distinct_float_cases()
+    name = f"FLOAT 0x{first:08X}..0x{first + SPAN - 1:08X}"
+    for low in range(first, first + SPAN, BLOCK * stride):
+        x = (np.arange(BLOCK, dtype=np.uint32) + np.uint32(low)).view(np.float32)
+        for target, mode in cases:
+            problem = _check(level, FLOAT, target, mode, x)
+            if problem:
+                return f"{name} -> {target.name} {mode_id(mode)}", problem, 0.0
+    return f"{name}, {len(cases)} casts", "", time.perf_counter() - start
+
+
+def _random_job(args: tuple[str, str, str, Mode]) -> tuple[str, str, float]:
+    level, source_name, target_name, mode = args
+    source, target = spec_of(source_name), spec_of(target_name)
+    start = time.perf_counter()
+    x = random_inputs(source, N_RANDOM, seed=20261201)
+    problem = _check(level, source, target, mode, np.ascontiguousarray(x))
+    return f"{source_name}->{target_name} {mode_id(mode)}", problem, time.perf_counter() - start
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    levels = _native.available_levels()
+    parser.add_argument("--level", default=levels[-1] if levels else None, choices=levels)
+    parser.add_argument("--stride", type=int, default=1)
+    parser.add_argument("--workers", type=int, default=len(os.sched_getaffinity(0)))
+    args = parser.parse_args(argv)
+    if args.level is None:
+        print("castlike's native extension is not built: nothing to check", file=sys.stderr)
+        return 1
+    float_jobs = [(args.level, first, args.stride) for first in range(0, 1 << 32, SPAN)]
+    n_float = len(_distinct_float_cases())
+    random_jobs = [
+        (args.level, s, t.name, m)
+        for s in WIDE_RANDOM
+        for t in numeric_types()
+        for m in _modes(spec_of(s), t)
+    ]
+    blocks = (1 << 32) // (BLOCK * args.stride)
+    print(
+        f"level {args.level}: {n_float} FLOAT casts x {blocks * BLOCK:,} inputs, "
+        f"{len(random_jobs)} wide casts x {N_RANDOM:,} random inputs, {args.workers} workers",
+        flush=True,
+    )
+    start = time.perf_counter()
+    failed = 0
+    with multiprocessing.get_context("spawn").Pool(args.workers) as pool:
+        results = pool.imap_unordered(_float_job, float_jobs)
+        results2 = pool.imap_unordered(_random_job, random_jobs)
+        total = len(float_jobs) + len(random_jobs)
+        for done, (name, problem, seconds) in enumerate([*results, *results2], 1):
+            if problem:
+                failed += 1
+                print(f"[{done}/{total}] {name}: MISMATCH\n{problem}", flush=True)
+            else:
+                print(f"[{done}/{total}] {name}: equal ({seconds:.1f} s)", flush=True)
+    elapsed = time.perf_counter() - start
+    print(f"{total - failed} passed, {failed} failed in {elapsed:.0f} s")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
