@@ -13,6 +13,7 @@ nox.options.sessions = [
     "lint",
     "typecheck",
     "tests",
+    "exhaustive32",
     "parity",
     "conformance",
     "docs",
@@ -24,9 +25,15 @@ CONSTRAINTS = ("-c", "constraints.txt")
 BACKEND_EXTRAS = {"numpy": "", "torch": "torch", "jax": "jax", "dask": "dask"}
 
 
+#: The native kernels build with compiler warnings as errors in every session (setup.py).
+STRICT_BUILD = {"CASTLIKE_STRICT_BUILD": "1"}
+
+
 def install(session: nox.Session, extras: str) -> None:
-    """Install castlike (editable) with ``extras`` under the repository's constraints."""
-    session.install(*CONSTRAINTS, "-e", f".[{extras}]" if extras else ".")
+    """Install castlike (editable, which compiles its kernels) with ``extras`` under the
+    repository's constraints."""
+    target = f".[{extras}]" if extras else "."
+    session.install(*CONSTRAINTS, "-e", target, env=STRICT_BUILD)
 
 
 @nox.session(python=PYTHON)
@@ -58,6 +65,20 @@ def tests(session: nox.Session, backend: str) -> None:
         # tests/test_jax.py::test_x64_off_refuses_64_bit_types.
         env.update(X64)
     session.run("pytest", *session.posargs, env=env)
+    if backend == "numpy" and not session.posargs:
+        # The native kernels' portable build, forced, and the pure-NumPy engine, each against
+        # the oracle on every pattern of the small sources and the curated wide inputs.
+        checks = ["tests/test_exhaustive.py", "tests/test_curated.py", "tests/test_native.py"]
+        session.run("pytest", "-q", *checks, env={**env, "CASTLIKE_CPU": "baseline"})
+        session.run("pytest", "-q", *checks[:2], env={**env, "CASTLIKE_NATIVE": "0"})
+
+
+@nox.session(python=PYTHON)
+def exhaustive32(session: nox.Session) -> None:
+    """All 2**32 FLOAT inputs and 10**7 random 64-bit ones: native kernels against the pure
+    engine (``nox -s exhaustive32 -- --stride 16`` for a quick sample)."""
+    install(session, "")
+    session.run("python", "tests/exhaustive32.py", *session.posargs)
 
 
 #: Oracle answers shared by every session of this checkout (the tests' default cache too).

@@ -7,6 +7,7 @@ library (NumPy with ml_dtypes, PyTorch, JAX, Dask), with bit-identical results e
 """
 
 from ._frontend import can_cast, cast, cast_like, onnx_type
+from ._native import get_num_threads, set_num_threads
 from .errors import (
     BackendTypeError,
     CastError,
@@ -37,5 +38,7 @@ __all__ = [
     "can_cast",
     "cast",
     "cast_like",
+    "get_num_threads",
     "onnx_type",
+    "set_num_threads",
 ]

@@ -258,3 +258,15 @@ def test_num_threads_setting() -> None:
             _native.set_num_threads(0)
     finally:
         _native.set_num_threads(before)
+
+
+def test_info_command_names_the_path(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from castlike.cli import main
+
+    assert main(["info", "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["path"] == "native"
+    assert info["level"] == _native.module().variant  # type: ignore[union-attr]
+    assert info["threads"] == castlike.get_num_threads()

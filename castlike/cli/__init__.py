@@ -16,7 +16,7 @@ from ..errors import CastError
 __all__ = ["main"]
 
 #: Subcommand modules, in the order ``castlike --help`` lists them.
-SUBCOMMANDS = ("cast", "explain", "types", "matrix", "parity", "conformance")
+SUBCOMMANDS = ("cast", "explain", "types", "matrix", "parity", "conformance", "info")
 
 
 class _Parser(argparse.ArgumentParser):
