@@ -304,9 +304,7 @@ def main() -> None:
     args = parser.parse_args()
     cases = [c for c in CASES if args.only is None or "-".join(c) in args.only]
     rng = np.random.default_rng(0)
-    print(
-        f"castlike native path: {_native.info()['level']}, {THREADS} threads; {platform.processor()}"
-    )
+    print(f"castlike native path: {_native.info()['level']}, {THREADS} threads")
     rows = []
     for n in (int(s) for s in args.sizes):
         block = [bench(s, t, n, rng) for s, t in cases]
