@@ -36,6 +36,7 @@ tests, and for FLOAT -> float8/BFLOAT16 on all 2**32 FLOATs by ``benchmarks/benc
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -43,7 +44,9 @@ import array_api_compat.torch as xp_torch
 import numpy as np
 import torch
 
+from .. import _native
 from .._engine import Engine, _largest_float_below
+from .._native.routes import kernel_for
 from .._tables import FLOAT32_CLASS_BITS, float32_class_table, pattern_table
 from ..errors import BackendTypeError
 from ..spec.rules import Action, Mode, Profile, RoundMode, overflow_rule
@@ -440,6 +443,31 @@ class TorchAdapter(Adapter):
 _HOST_TABLES: dict[tuple[int, torch.device], tuple[np.ndarray, torch.Tensor]] = {}
 
 
+# -- the native kernels on CPU tensors ----------------------------------------------------------
+
+
+def _native_kernel(source: TypeSpec, target: TypeSpec, mode: Mode) -> Any:
+    """The NumPy backend's native kernel for this cast, or None (disabled, or not covered)."""
+    module = _native.module()
+    if module is None or os.environ.get("CASTLIKE_TORCH_NATIVE", "1") == "0":
+        return None
+    return kernel_for(module, source, target, mode)
+
+
+def _run_native(
+    kernel: Any, x: torch.Tensor, source: TypeSpec, dtype: torch.dtype, target: TypeSpec
+) -> torch.Tensor:
+    """Run a native kernel on a CPU tensor's memory (a zero-copy NumPy view of its bytes) into
+    a tensor torch allocates.  A non-contiguous tensor is made contiguous first (one copy, of
+    its same-width unsigned view: torch has no copy kernel for the shell dtypes)."""
+    bits = x.view(_UINT[source.storage_bits])
+    if not bits.is_contiguous():
+        bits = bits.contiguous()
+    out = torch.empty(x.shape, dtype=dtype)
+    kernel(bits.numpy(), out.view(_UINT[target.storage_bits]).numpy(), _native.get_num_threads())
+    return out
+
+
 # -- the engine ---------------------------------------------------------------------------------
 
 
@@ -475,6 +503,10 @@ class TorchEngine(Engine):
         """
         x = x.detach()
         source, target, mode = plan.source, plan.target, plan.mode
+        if not torch.compiler.is_compiling() and x.device.type == "cpu":
+            kernel = _native_kernel(source, target, mode)
+            if kernel is not None and x.layout is torch.strided:
+                return _run_native(kernel, x, source, self.a._require(target), target)
         if (
             torch.compiler.is_compiling()  # first: no guard on the size while tracing
             or x.device.type != "cpu"

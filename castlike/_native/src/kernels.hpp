@@ -347,21 +347,25 @@ template <class F, class Out>
 struct FloatToInt {
   using InT = F;
   using OutT = Out;
+  //: The integer the lanes work in: as wide as F where Out is narrower, so that every select
+  //: runs on lanes of one width (which vectorises), then narrowed once at the store.
+  using Work = std::conditional_t<(sizeof(Out) < sizeof(F)),
+                                  std::conditional_t<sizeof(F) == 4, int32_t, int64_t>, Out>;
   F lo, hi, limit;
-  Out nan_result, hi_result;
+  Work nan_result, hi_result;
   explicit FloatToInt(const Params& p)
       : lo(F(p.lo)),
         hi(F(p.hi)),
         limit(F(p.limit)),
-        nan_result(Out(p.nan_result)),
-        hi_result(Out(p.hi_result)) {}
+        nan_result(Work(p.nan_result)),
+        hi_result(Work(p.hi_result)) {}
   Out operator()(F x) const {
+    const bool nan = x != x;
     F clamped = x < lo ? lo : x;
     clamped = clamped > hi ? hi : clamped;
-    using Wide = std::conditional_t<(sizeof(Out) < 4), int32_t, Out>;
-    Out out = Out(static_cast<Wide>(x != x ? F(0) : clamped));
-    out = x >= limit ? hi_result : out;
-    return x != x ? nan_result : out;
+    Work w = static_cast<Work>(nan ? F(0) : clamped);  // in range: defined
+    w = x >= limit ? hi_result : w;
+    return Out(nan ? nan_result : w);
   }
 };
 
@@ -482,13 +486,9 @@ void map_elements(const void* in, void* out, size_t begin, size_t end, const Par
   }
 }
 
-//: FLOAT -> FLOAT16 with F16C: `vcvtps2ph` with an explicit round-to-nearest-even immediate
-//: (never MXCSR's mode); the tail goes through the portable functor.
-template <>
-void map_elements<Float32ToFloat16>(const void* in, void* out, size_t begin, size_t end,
-                                           const Params& p) {
-  const uint32_t* src = static_cast<const uint32_t*>(in);
-  uint16_t* dst = static_cast<uint16_t*>(out);
+//: FLOAT bits -> FLOAT16 bits for [begin, end): with F16C, `vcvtps2ph` with an explicit
+//: round-to-nearest-even immediate (never MXCSR's mode); the tail through the portable form.
+inline void float32_to_float16(const uint32_t* src, uint16_t* dst, size_t begin, size_t end) {
   size_t i = begin;
 #if defined(__AVX512F__)
   for (; i + 16 <= end; i += 16) {
@@ -505,8 +505,29 @@ void map_elements<Float32ToFloat16>(const void* in, void* out, size_t begin, siz
                      _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
   }
 #endif
-  const Float32ToFloat16 op(p);
-  for (; i < end; ++i) dst[i] = op(src[i]);
+  for (; i < end; ++i) dst[i] = float16_rne_bits(src[i]);
+}
+
+template <>
+void map_elements<Float32ToFloat16>(const void* in, void* out, size_t begin, size_t end,
+                                    const Params&) {
+  float32_to_float16(static_cast<const uint32_t*>(in), static_cast<uint16_t*>(out), begin, end);
+}
+
+//: DOUBLE -> FLOAT16: a block rounded to odd into FLOAT (a loop that vectorises), then the
+//: FLOAT -> FLOAT16 conversion above on the block, in the first-level cache.
+template <>
+void map_elements<DoubleToHalf<Float16, 0>>(const void* in, void* out, size_t begin, size_t end,
+                                            const Params&) {
+  const double* src = static_cast<const double*>(in);
+  uint16_t* dst = static_cast<uint16_t*>(out);
+  constexpr size_t kBlock = 1024;
+  alignas(64) uint32_t odd[kBlock];
+  for (size_t i = begin; i < end; i += kBlock) {
+    const size_t m = std::min(kBlock, end - i);
+    for (size_t j = 0; j < m; ++j) odd[j] = float32_odd_bits(src[i + j]);
+    float32_to_float16(odd, dst + i, 0, m);
+  }
 }
 
 }  // namespace castlike

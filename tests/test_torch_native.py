@@ -1,0 +1,81 @@
+"""PyTorch CPU tensors in eager mode go through the native kernels; the torch-op path (forced
+with ``CASTLIKE_TORCH_NATIVE=0``) must give the same bits, on every layout."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="the torch native-path tests need PyTorch")
+
+import castlike  # noqa: E402
+from castlike import _native  # noqa: E402
+from castlike.backends import adapter_named  # noqa: E402
+from castlike.spec.types import TYPES, OnnxType  # noqa: E402
+from castlike.testing import compare_bits, curated_inputs, exhaustive_inputs  # noqa: E402
+
+pytestmark = pytest.mark.skipif(
+    _native.module() is None, reason="castlike's native extension is not built or is disabled"
+)
+
+TORCH = adapter_named("torch")
+SOURCES = [t for t in TYPES.values() if t.is_numeric and TORCH.native_dtype(t) is not None]
+TARGETS = SOURCES
+
+
+def _inputs(source_name: str) -> np.ndarray:
+    t = TYPES[OnnxType[source_name]]
+    return exhaustive_inputs(t) if t.bits <= 16 else curated_inputs(t)
+
+
+def _torch_op_path(monkeypatch: pytest.MonkeyPatch, x: torch.Tensor, target: str) -> object:
+    with monkeypatch.context() as m:
+        m.setenv("CASTLIKE_TORCH_NATIVE", "0")
+        return castlike.cast(x, target)
+
+
+@pytest.mark.parametrize("target", [t.name for t in TARGETS])
+@pytest.mark.parametrize("source", [t.name for t in SOURCES])
+def test_native_equals_torch_ops(source: str, target: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    host = _inputs(source)
+    x = TORCH.from_numpy(host)
+    native = castlike.cast(x, target)
+    ops = _torch_op_path(monkeypatch, x, target)
+    s, t = TYPES[OnnxType[source]], TYPES[OnnxType[target]]
+    assert native.dtype == ops.dtype and native.shape == ops.shape  # type: ignore[attr-defined]
+    assert not native.requires_grad
+    expected = adapter_named("numpy").bits(TORCH.to_numpy(ops), t).astype(np.uint64)
+    mismatch = compare_bits(native, expected, s, t, host)
+    assert mismatch is None, mismatch.describe(s, t)
+
+
+@pytest.mark.parametrize(
+    ("source", "target"),
+    [("FLOAT", "FLOAT8E4M3FN"), ("FLOAT", "INT4"), ("DOUBLE", "BFLOAT16"), ("FLOAT16", "FLOAT")],
+)
+def test_layouts(source: str, target: str) -> None:
+    host = np.ascontiguousarray(_inputs(source))[: 2 * 3 * 4 * 5 * 6]
+    base = TORCH.from_numpy(host).reshape(2, 3, 4 * 5 * 6 // 4, 4)
+    layouts = {
+        "view": base[1],
+        "strided": base[:, ::2, 1::3],
+        "transposed": base.transpose(0, 3),
+        "channels-last": base.contiguous(memory_format=torch.channels_last),
+        "zero-d": base[0, 0, 0, 0],
+        "empty": base[:0],
+    }
+    for name, x in layouts.items():
+        result = castlike.cast(x, target)
+        expected = castlike.cast(x.contiguous(), target)
+        assert result.shape == x.shape, name
+        t = TYPES[OnnxType[target]]
+        a = adapter_named("numpy").bits(TORCH.to_numpy(result), t)
+        b = adapter_named("numpy").bits(TORCH.to_numpy(expected), t)
+        assert np.array_equal(a, b), name
+
+
+def test_requires_grad_input() -> None:
+    x = torch.linspace(-3, 3, 11, requires_grad=True)
+    y = castlike.cast(x, "FLOAT8E4M3FN")
+    assert not y.requires_grad
+    assert x.grad is None
