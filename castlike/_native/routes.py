@@ -25,7 +25,7 @@ from ..spec.reference import Exact, cast_value
 from ..spec.rules import Mode
 from ..spec.types import Kind, OnnxType, TypeSpec
 
-__all__ = ["clear_caches", "kernel_for", "route"]
+__all__ = ["clear_caches", "covers", "kernel_for", "route"]
 
 _T = OnnxType
 #: How each wide source is named in a kernel name (floats arrive as their bits).
@@ -58,12 +58,28 @@ def _nan_result(source: TypeSpec, target: TypeSpec, mode: Mode) -> int:
     return cast_value(Exact.nan(), source, target, mode)
 
 
+def covers(source: TypeSpec, target: TypeSpec, mode: Mode) -> bool:
+    """Whether a native kernel casts ``source`` to ``target`` under ``mode`` (no table built).
+
+    Every numeric cast but one family: FLOAT8E8M0 from a wide source other than FLOAT in the
+    profiles that round wide sources to the nearest FLOAT first (their R6 ``x < 0`` fix-up
+    after that rounding is left to the pure engine).
+    """
+    if not (source.is_numeric and target.is_numeric):
+        return False
+    return not (
+        source.storage_bits > 16
+        and target.code == _T.FLOAT8E8M0
+        and not Engine.rounds_to_odd(source, target, mode)
+    )
+
+
 def route(source: TypeSpec, target: TypeSpec, mode: Mode) -> tuple[str, dict[str, Any]] | None:
     """The kernel name and its parameters for a cast, or None where the pure engine casts.
 
     ``mode`` must already be ``mode.effective_for(target)``.
     """
-    if not (source.is_numeric and target.is_numeric):
+    if not covers(source, target, mode):
         return None
     if source.storage_bits <= 16:
         # Every pattern of the source, cast once by the spec's table: one gather.
@@ -93,13 +109,9 @@ def route(source: TypeSpec, target: TypeSpec, mode: Mode) -> tuple[str, dict[str
         variant = 2 if truncate else (0 if odd else 1)
         return f"bfloat16:{key}:u16", {"variant": variant}
     # float8, float4, float6, FLOAT8E8M0: the spec's class tables.
-    if not odd and t is _T.FLOAT8E8M0:
-        return None  # reference profile: R6's x < 0 fix-up after rounding through FLOAT
     if s is _T.DOUBLE and odd:
         table = double_class_table(target, mode)
         return "double_class:f64:u8", {"table": table, "class_bits": DOUBLE_CLASS_BITS}
-    if not odd and source.is_integer and target.fmt.max_value >= 2**24:
-        return None  # rounding an integer to nearest FLOAT first matters only below 2**24
     table = float32_class_table(target, mode)
     # Integers: clamped to +-2**24 first where the target's range allows (then exact in FLOAT).
     # DOUBLE: to the nearest FLOAT first where the profile says so.

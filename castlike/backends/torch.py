@@ -46,7 +46,7 @@ import torch
 
 from .. import _native
 from .._engine import Engine, _largest_float_below
-from .._native.routes import kernel_for
+from .._native.routes import covers, kernel_for
 from .._tables import FLOAT32_CLASS_BITS, float32_class_table, pattern_table
 from ..errors import BackendTypeError
 from ..spec.rules import Action, Mode, Profile, RoundMode, overflow_rule
@@ -446,12 +446,57 @@ _HOST_TABLES: dict[tuple[int, torch.device], tuple[np.ndarray, torch.Tensor]] = 
 # -- the native kernels on CPU tensors ----------------------------------------------------------
 
 
+def _native_enabled() -> bool:
+    """Whether CPU tensors go through the native kernels (``CASTLIKE_TORCH_NATIVE=0``: no)."""
+    return _native.module() is not None and os.environ.get("CASTLIKE_TORCH_NATIVE", "1") != "0"
+
+
 def _native_kernel(source: TypeSpec, target: TypeSpec, mode: Mode) -> Any:
     """The NumPy backend's native kernel for this cast, or None (disabled, or not covered)."""
     module = _native.module()
-    if module is None or os.environ.get("CASTLIKE_TORCH_NATIVE", "1") == "0":
+    if module is None or not _native_enabled():
         return None
     return kernel_for(module, source, target, mode)
+
+
+@torch.library.custom_op("castlike::native_cast", mutates_args=())
+def _native_cast(
+    x: torch.Tensor,
+    source_code: int,
+    target_code: int,
+    saturate: bool,
+    round_mode: str,
+    profile: str,
+    inf_to_fnuz_is_nan: bool,
+) -> torch.Tensor:
+    """A cast of a CPU tensor by the native kernel, as one opaque operator of a compiled graph.
+    The result has the target's dtype, except for the types Inductor cannot hold, which come
+    back as their bytes (uint8) for ``castlike::bytes_as``."""
+    source, target = TYPES[_T(source_code)], TYPES[_T(target_code)]
+    mode = Mode(saturate, RoundMode(round_mode), Profile(profile), inf_to_fnuz_is_nan)
+    module = _native.module()
+    assert module is not None, "traced only where _native_enabled()"
+    kernel = kernel_for(module, source, target, mode)
+    return _run_native(kernel, x, source, _native_cast_dtype(target), target)
+
+
+def _native_cast_dtype(target: TypeSpec) -> torch.dtype:
+    if _T(target.code) in _OPAQUE_TO_INDUCTOR:
+        return torch.uint8
+    return TORCH_DTYPES[_T(target.code)]
+
+
+@_native_cast.register_fake
+def _native_cast_fake(
+    x: torch.Tensor,
+    source_code: int,
+    target_code: int,
+    saturate: bool,
+    round_mode: str,
+    profile: str,
+    inf_to_fnuz_is_nan: bool,
+) -> torch.Tensor:
+    return torch.empty_like(x, dtype=_native_cast_dtype(TYPES[_T(target_code)]))
 
 
 def _run_native(
@@ -503,10 +548,14 @@ class TorchEngine(Engine):
         """
         x = x.detach()
         source, target, mode = plan.source, plan.target, plan.mode
-        if not torch.compiler.is_compiling() and x.device.type == "cpu":
-            kernel = _native_kernel(source, target, mode)
-            if kernel is not None and x.layout is torch.strided:
-                return _run_native(kernel, x, source, self.a._require(target), target)
+        if x.device.type == "cpu" and x.layout is torch.strided:
+            if torch.compiler.is_compiling():
+                if _native_enabled() and covers(source, target, mode):
+                    return self._compiled_native(x, source, target, mode)
+            else:
+                kernel = _native_kernel(source, target, mode)
+                if kernel is not None:
+                    return _run_native(kernel, x, source, self.a._require(target), target)
         if (
             torch.compiler.is_compiling()  # first: no guard on the size while tracing
             or x.device.type != "cpu"
@@ -524,6 +573,25 @@ class TorchEngine(Engine):
             block = super().cast(flat[start : start + self.BLOCK], plan)
             out_bits[start : start + self.BLOCK] = block.view(out_bits.dtype)
         return out.reshape(x.shape)
+
+    def _compiled_native(
+        self, x: torch.Tensor, source: TypeSpec, target: TypeSpec, mode: Mode
+    ) -> torch.Tensor:
+        """Under ``torch.compile``: the native kernel as the opaque ``castlike::native_cast``
+        (faster than the graph of torch ops Inductor builds for most casts: docs/torch.rst)."""
+        m = mode.effective_for(target)
+        result = torch.ops.castlike.native_cast(
+            x,
+            source.code,
+            target.code,
+            m.saturate,
+            m.round_mode.value,
+            m.profile.value,
+            m.inf_to_fnuz_is_nan,
+        )
+        if _T(target.code) in _OPAQUE_TO_INDUCTOR:
+            return torch.ops.castlike.bytes_as(result, target.code)
+        return result
 
     def _one_op(self, source: TypeSpec, target: TypeSpec, mode: Mode) -> bool:
         """Whether this engine casts ``source`` to ``target`` with a single torch op (then
