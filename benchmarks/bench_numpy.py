@@ -268,6 +268,35 @@ def print_table(rows: list[dict[str, Any]], n: int) -> None:
         )
 
 
+def rst_tables(rows: list[dict[str, Any]]) -> str:
+    """The tables as reStructuredText, for docs/performance.rst."""
+    out = []
+    columns = (*COLUMNS, "copy")
+    for n in sorted({r["n"] for r in rows}):
+        block = [r for r in rows if r["n"] == n]
+        out.append(
+            f"**n = {n:,}**, median milliseconds of {ROUNDS.get(n, 9)} interleaved rounds.\n"
+        )
+        header = ["source → target", *columns, "vs best 1t", "vs copy"]
+        body = []
+        for r in block:
+            cells = [f"{r['source']} → {r['target']}"]
+            for c in columns:
+                v = r["ms"].get(c)
+                mark = "*" if c in r["same"] and not r["same"][c] else ""
+                cells.append("–" if v is None else f"{v:.3f}{mark}")
+            cells += [f"{r['speedup_vs_fastest_1t']:.2f}×", f"{r['vs_copy']:.2f}×"]
+            body.append(cells)
+        widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
+        rule = "  ".join("=" * w for w in widths)
+        out.append(rule)
+        out.append("  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)))
+        out.append(rule)
+        out += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in body]
+        out.append(rule + "\n")
+    return "\n".join(out)
+
+
 def plot(rows: list[dict[str, Any]], path: Path) -> None:
     import matplotlib
 
@@ -301,6 +330,7 @@ def main() -> None:
     parser.add_argument("--only", nargs="*", default=None, help="e.g. FLOAT-FLOAT16")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--plot", type=Path, default=None)
+    parser.add_argument("--rst", type=Path, default=None, help="write the tables as rst")
     args = parser.parse_args()
     cases = [c for c in CASES if args.only is None or "-".join(c) in args.only]
     rng = np.random.default_rng(0)
@@ -316,6 +346,8 @@ def main() -> None:
         args.json.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     if args.plot:
         plot(rows, args.plot)
+    if args.rst:
+        args.rst.write_text(rst_tables(rows))
 
 
 if __name__ == "__main__":

@@ -160,8 +160,8 @@ template <class F>
 inline F round_half_even(F v) {
   constexpr F kBig = F(1) / std::numeric_limits<F>::epsilon();
   const F a = std::fabs(v);
-  const F r = a < kBig ? (a + kBig) - kBig : a;
-  return std::copysign(r, v);
+  const F rounded = (a + kBig) - kBig;  // computed for every lane, kept where a < kBig
+  return std::copysign(a < kBig ? rounded : a, v);
 }
 
 // -- families -------------------------------------------------------------------------------
@@ -391,7 +391,9 @@ struct FloatToSubByte {
     v = Variant == 0 ? round_half_even(v) : std::trunc(v);
     v = v < -bound ? -bound : (v > bound ? bound : v);
     v = x != x ? F(0) : v;  // no conversion of a NaN (undefined behaviour)
-    return x != x ? nan_result : uint8_t(static_cast<int64_t>(v) & mask);
+    // FLOAT's bound (2**28) fits int32, which keeps the lanes FLOAT's width; DOUBLE's needs 64.
+    using Work = std::conditional_t<sizeof(F) == 4, int32_t, int64_t>;
+    return x != x ? nan_result : uint8_t(static_cast<Work>(v) & Work(mask));
   }
 };
 
