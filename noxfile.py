@@ -71,7 +71,8 @@ X64 = {"JAX_ENABLE_X64": "1"}
 def parity(session: nox.Session) -> None:
     """Every installed backend against the oracle, exhaustively, and the parity tests.
 
-    Writes parity.png (the colour matrix) and parity.json (every cell) for CI to keep.
+    Writes reports/parity.png (the colour matrix) and reports/parity.json (every cell) for CI
+    to keep (reports/ is git-ignored).
     """
     install(session, "test,onnx,torch,jax,dask,cli")
     session.run(
@@ -81,9 +82,9 @@ def parity(session: nox.Session) -> None:
         "--cache-dir",
         ORACLE_CACHE,
         "--png",
-        "parity.png",
+        "reports/parity.png",
         "--json",
-        "parity.json",
+        "reports/parity.json",
         env=X64,
     )
     session.run("pytest", "-m", "parity", *session.posargs, env=X64)
@@ -97,7 +98,13 @@ def conformance(session: nox.Session) -> None:
     backends = [arg for name in ("numpy", "torch", "jax", "dask") for arg in ("--backend", name)]
     versions = [arg for v in ("1.14.1", "1.16.2", "1.18.0") for arg in ("--onnx-version", v)]
     session.run(
-        "castlike", "conformance", *backends, *versions, "--json", "conformance.json", env=X64
+        "castlike",
+        "conformance",
+        *backends,
+        *versions,
+        "--json",
+        "reports/conformance.json",
+        env=X64,
     )
 
 
