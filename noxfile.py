@@ -110,9 +110,12 @@ def conformance(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def docs(session: nox.Session) -> None:
-    """Sphinx HTML build with warnings as errors, and the docs' doctests."""
-    install(session, "test,dask")
-    session.install("sphinx>=7")
+    """Sphinx HTML build with warnings as errors, and the docs' doctests.
+
+    The pages generated from castlike (type matrix, value tables, CLI reference, plots) are
+    written to docs/_generated when the build starts.
+    """
+    install(session, "test,dask,docs")
     session.run("sphinx-build", "-W", "--keep-going", "-b", "html", "docs", "docs/_build/html")
     session.run("sphinx-build", "-W", "-b", "doctest", "docs", "docs/_build/doctest")
 
