@@ -66,6 +66,7 @@ __all__ = [
     "available_libraries",
     "compare",
     "modes_for",
+    "summarize",
 ]
 
 _T = OnnxType
@@ -616,3 +617,22 @@ def _group(
                 example,
             )
         )
+
+
+def summarize(data: dict[str, Any]) -> dict[str, Any]:
+    """A :meth:`CompareReport.to_json` reduced to one entry per (library, cause).
+
+    Each kept entry is the (pair, mode) with the most differing elements, with ``entries``:
+    how many (pair, mode) entries the cause has for that library.  The counts per cause and
+    what was checked are kept whole; ``unsupported`` is dropped.
+    """
+    best: dict[tuple[str, str], dict[str, Any]] = {}
+    entries: dict[tuple[str, str], int] = {}
+    for d in data["differences"]:
+        key = (d["library"], d["cause"])
+        entries[key] = entries.get(key, 0) + 1
+        if key not in best or d["count"] > best[key]["count"]:
+            best[key] = d
+    kept = [{**d, "entries": entries[key]} for key, d in best.items()]
+    rest = {k: v for k, v in data.items() if k not in ("differences", "unsupported")}
+    return {**rest, "differences": kept, "summarized": True}

@@ -33,5 +33,7 @@ intersphinx_mapping = {}
 html_theme = "furo"
 html_title = "castlike"
 html_theme_options = {"navigation_with_keys": True}
+html_static_path = ["_static"]
+html_css_files = ["castlike.css"]
 exclude_patterns = ["_build", "_generated", "_data", "_ext"]
 nitpicky = False

@@ -28,9 +28,12 @@ def _write(name: str, text: str) -> None:
         path.write_text(text, encoding="utf-8")  # unchanged files keep Sphinx's cache valid
 
 
-def _grid(headers: list[str], rows: list[list[str]], *, widths: str = "auto") -> str:
+def _grid(headers: list[str], rows: list[list[str]], *, compact: bool = False) -> str:
     """A list-table: robust to any cell width, and furo scrolls it when it is wide."""
-    lines = [".. list-table::", "   :header-rows: 1", f"   :widths: {widths}", ""]
+    lines = [".. list-table::", "   :header-rows: 1", "   :widths: auto"]
+    if compact:
+        lines.append("   :class: compact")
+    lines.append("")
     for row in [headers, *rows]:
         lines.append(f"   * - {row[0] or ' '}")
         lines.extend(f"     - {cell or ' '}" for cell in row[1:])
@@ -44,21 +47,33 @@ def type_matrix() -> str:
     from castlike.spec.opsets import OPS, Op
     from castlike.spec.types import TYPES
 
-    versions = [v for op in (Op.CAST, Op.CAST_LIKE) for v in OPS[op]]
-    headers = ["type", *(f"{v.op.value}-{v.since}" for v in versions)]
-    rows = [
-        [f"{t.name} ({t.code})", *("✓" if t.onnx_type in v.types else "" for v in versions)]
-        for t in TYPES.values()
-    ]
-    attrs = [
-        ["attributes", *(", ".join(sorted(v.attributes)) or "to" for v in versions)],
-    ]
+    cast, like = OPS[Op.CAST], OPS[Op.CAST_LIKE]
+    headers = ["code", "type", *(str(v.since) for v in cast), "CastLike"]
+    rows = []
+    for t in TYPES.values():
+        first = next((v.since for v in like if t.onnx_type in v.types), None)
+        rows.append(
+            [
+                str(t.code),
+                t.name,
+                *("✓" if t.onnx_type in v.types else "" for v in cast),
+                f"from {first}" if first is not None else "",
+            ]
+        )
+    added: dict[str, int] = {}
+    for v in cast:
+        for a in sorted(v.attributes):
+            added.setdefault(a, v.since)
+    attrs = ", ".join(f"``{a}`` from {since}" for a, since in added.items())
     intro = (
-        "Which element types each since-version of Cast and CastLike allows (any allowed type "
-        "casts to any other allowed type), generated from :mod:`castlike.spec.opsets`.  "
+        "Which element types each since-version of Cast allows (the numbered columns; any "
+        "allowed type casts to any other allowed type), and the first CastLike version that "
+        "allows each, generated from :mod:`castlike.spec.opsets`.  CastLike-15 allows the "
+        "types of Cast-13 and follows Cast's additions at 19, 21, 23, 24 and 25.  "
+        f"Attributes besides ``to``: {attrs} (CastLike: the same).  "
         "``castlike matrix --opset N`` prints one version.\n\n"
     )
-    return intro + _grid(headers, rows + attrs)
+    return intro + _grid(headers, rows)
 
 
 # == value tables ================================================================================
@@ -77,7 +92,8 @@ def _exact(q: Fraction) -> str:
     k = k if Fraction(2) ** k <= q else k - 1
     m = q / Fraction(2) ** k
     mant = repr(float(m)).removesuffix(".0")
-    return f"2^{k}" if m == 1 else f"{mant}·2^{k}"
+    power = f"2\\ :sup:`{k}`"
+    return power if m == 1 else f"{mant}·{power}"
 
 
 def value_table(name: str) -> str:
@@ -87,7 +103,7 @@ def value_table(name: str) -> str:
     t = TYPES_BY_NAME[name]
     fmt = t.fmt
     e_bits, m_bits = fmt.exponent_bits, fmt.mantissa_bits
-    headers = ["exponent bits", *(f"m={m:0{max(m_bits, 1)}b}" for m in range(1 << m_bits))]
+    headers = ["e \\\\ m", *(f"{m:0{max(m_bits, 1)}b}" for m in range(1 << m_bits))]
     rows = []
     for e in range(1 << e_bits):
         cells = []
@@ -109,10 +125,10 @@ def value_table(name: str) -> str:
         f"{name}\n{'~' * len(name)}\n\n"
         f"{e_bits} exponent bits, {m_bits} mantissa bits, bias {fmt.bias}; max "
         f"{_exact(fmt.max_value)}, smallest normal {_exact(fmt.min_normal)}, smallest "
-        f"subnormal {_exact(fmt.min_subnormal)}.{signed} Rows: the exponent field; columns: the "
-        "mantissa field; cells: the value of the positive pattern.\n\n"
+        f"subnormal {_exact(fmt.min_subnormal)}.{signed} Rows (e): the exponent field; columns "
+        "(m): the mantissa field; cells: the value of the positive pattern.\n\n"
     )
-    return text + _grid(headers, rows)
+    return text + _grid(headers, rows, compact=True)
 
 
 def value_tables() -> str:
@@ -128,7 +144,7 @@ def value_tables() -> str:
     intro = (
         "Every value of the small float types, decoded by the oracle "
         "(:func:`castlike.spec.reference.decode`).  FLOAT8E8M0 is the powers of two "
-        "2^-127 … 2^127 (0x00 … 0xFE) and NaN (0xFF).\n\n"
+        "2\\ :sup:`-127` … 2\\ :sup:`127` (0x00 … 0xFE) and NaN (0xFF).\n\n"
     )
     return intro + "\n".join(value_table(n) for n in names)
 
@@ -148,20 +164,23 @@ def backend_table() -> str:
         except Exception:  # not installed where the docs were built
             continue
         names.append(name)
-    rows = []
-    for t in TYPES.values():
+    columns: dict[tuple[str, ...], list[str]] = {}
+    for name in names:
         cells = []
-        for name in names:
+        for t in TYPES.values():
             dtype = adapter_named(name).native_dtype(t)
-            cells.append(f"``{dtype}``" if dtype is not None else "**refused**")
-        rows.append([t.name, *cells])
+            text = str(dtype).removeprefix("torch.") if dtype is not None else ""
+            cells.append(f"``{text}``" if text else "**refused**")
+        columns.setdefault(tuple(cells), []).append(name)  # equal columns merged
+    rows = [[t.name, *(cells[i] for cells in columns)] for i, t in enumerate(TYPES.values())]
     note = (
         "The dtype each backend holds a type in (one element per byte for the sub-byte types), "
         f"for the backends installed where these docs were built ({', '.join(names)}); "
-        "**refused** is an error naming what to do instead (R10).  JAX holds the 64-bit types "
-        "only with ``jax_enable_x64``.\n\n"
+        "**refused** is an error naming what to do instead (R10); torch dtypes are "
+        "``torch.<name>``.  JAX holds the 64-bit types only with ``jax_enable_x64``"
+        f" ({'on' if os.environ.get('JAX_ENABLE_X64') else 'off'} for this build).\n\n"
     )
-    return note + _grid(["type", *names], rows)
+    return note + _grid(["type", *(", ".join(n) for n in columns.values())], rows)
 
 
 # == the command-line reference ==================================================================
@@ -251,18 +270,20 @@ def differences() -> str:
                 *(str(counts[name][c]) for c in CAUSES),
             ]
         )
+    from castlike.cli.compare import SHORT
+
     lines.append(
         "Differing elements per cause, summed over every pair and mode (pairs: the (source, "
-        "target) pairs the library casts; n/a: those it cannot):\n"
+        "target) pairs the library casts; n/a: those it cannot; "
+        + ", ".join(f"{SHORT[c]}: {c}" for c in CAUSES)
+        + "):\n"
     )
-    lines.append(_grid(["library", "pairs", "n/a", *CAUSES], rows))
-    best: dict[tuple[str, str], dict[str, Any]] = {}
-    entries: dict[tuple[str, str], int] = {}
-    for d in data["differences"]:
-        key = (d["library"], d["cause"])
-        entries[key] = entries.get(key, 0) + 1
-        if key not in best or d["count"] > best[key]["count"]:
-            best[key] = d
+    lines.append(_grid(["library", "pairs", "n/a", *(SHORT[c] for c in CAUSES)], rows))
+    from castlike.compare import summarize
+
+    if not data.get("summarized"):
+        data = summarize(data)
+    best = {(d["library"], d["cause"]): d for d in data["differences"]}
     for name in libs:
         keys = [(name, c) for c in CAUSES if (name, c) in best]
         if not keys:
@@ -274,7 +295,7 @@ def differences() -> str:
             mode = f" ({d['mode']})" if d["mode"] != "-" else ""
             ex = d["example"]
             lines.append(
-                f"**{d['cause']}**: {entries[key]} (pair, mode) entries; the largest is "
+                f"**{d['cause']}**: {d['entries']} (pair, mode) entries; the largest is "
                 f"{d['source']} → {d['target']}{mode}, {d['count']} elements.  For example "
                 f"{ex['input']} gives {ex['library']} where castlike gives {ex['castlike']}:\n"
             )
