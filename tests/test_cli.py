@@ -254,3 +254,76 @@ def test_python_dash_m() -> None:
         check=False,
     )
     assert proc.returncode == 0 and "(0x7E)" in proc.stdout
+
+
+def test_conformance_summary_says_spec_differences_are_inside_pass() -> None:
+    from castlike.cli.conformance import summary_rows
+    from castlike.conformance import Comparison, ConformanceCase, Outcome, Report, Status
+    from castlike.spec.rules import Profile
+
+    def outcome(name: str, status: Status, spec_count: int) -> Outcome:
+        case = ConformanceCase(name, "onnx 1.23.2", Profile.REFERENCE, None)
+        return Outcome(case, "numpy", status, spec_run=Comparison(count=spec_count))
+
+    report = Report(
+        ["numpy"],
+        [
+            outcome("a", Status.PASS, 0),
+            outcome("b", Status.PASS, 3),
+            outcome("c", Status.NOT_REPRESENTABLE, 0),
+        ],
+        [],
+    )
+    headers, rows, legend = summary_rows(report)
+    assert headers == ["data (profile)", "backend", "pass", "of which spec≠", "FAIL", "n/r"]
+    assert rows == [["onnx 1.23.2 (reference)", "numpy", "2", "1", "0", "1"]]
+    assert any("of which spec≠: passing cases" in line for line in legend)
+    # "pending" appears only when a case is pending, and is then explained.
+    report.outcomes.append(outcome("d", Status.PENDING, 0))
+    headers, rows, legend = summary_rows(report)
+    assert headers[-1] == "pending" and rows[0][-1] == "1"
+    assert any(line.startswith("pending:") for line in legend)
+
+
+def test_plain_output_in_pipes(tmp_path) -> None:
+    """Through a pipe the tables are plain text: no box drawing, no ellipsis, no colour."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "castlike", "matrix", "--opset", "25"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "\x1b[" not in proc.stdout and "…" not in proc.stdout
+    assert widest(proc.stdout) <= 80
+    assert (
+        proc.stdout.splitlines()[0]
+        == "Cast-25 at opset 25: source (rows) -> target (columns, by code)"
+    )
+
+
+def test_parity_table_fits_80_columns_with_four_backends() -> None:
+    from castlike.cli.parity import matrix_rows
+    from castlike.parity import Cell, CellStatus, ModeMismatch, ParityReport
+    from castlike.testing import numeric_types
+
+    types = numeric_types()
+    backends = ["numpy", "torch", "jax", "dask"]
+    cells = {}
+    for i, s in enumerate(types):
+        for j, t in enumerate(types):
+            for b in backends:
+                if (i + j) % 7 == 0:
+                    cell = Cell(CellStatus.MISMATCH, mismatches=[ModeMismatch("m", 123456, [], "")])
+                elif (i * j) % 5 == 1:
+                    cell = Cell(CellStatus.NOT_REPRESENTABLE)
+                else:
+                    cell = Cell(CellStatus.PASS)
+                cells[(s.name, t.name, b)] = cell
+    report = ParityReport(backends, types, types, cells, True, 0, 0)
+    headers, rows, legend = matrix_rows(report, full=False)
+    text = plain_table(headers, rows, legend=legend)
+    assert widest(text) <= 80
+    assert rows[0][0] == "FLOAT" and "✗" in rows[0][1] and "✓" in rows[0][1]
+    headers, rows, legend = matrix_rows(report, full=True)
+    assert widest(plain_table(headers, rows, legend=legend)) <= 80
+    assert "✗ 123456" in {c for r in rows for c in r[1:]}
