@@ -145,6 +145,7 @@ BAD_ARGUMENTS = [
     ["cast", "1", "--to", "0"],
     ["cast", "1", "--to", "COMPLEX64"],
     ["cast", "abc", "--to", "FLOAT"],
+    ["cast", "abc", "--to", "INT8", "--no-saturate", "--round-mode", "down"],
     ["cast", "300", "--from", "INT8", "--to", "FLOAT"],
     ["cast", "1.5", "--from", "INT8", "--to", "FLOAT"],
     ["cast", "2", "--from", "BOOL", "--to", "FLOAT"],

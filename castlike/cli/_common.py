@@ -73,7 +73,7 @@ def plan_from_args(args: argparse.Namespace) -> Plan:
     """Validate the options of a cast given on the command line.
 
     ``saturate`` and ``round_mode`` on a target that does not use them are accepted, as ONNX
-    accepts and ignores them; a note on stderr says so.
+    accepts and ignores them; :func:`note_ignored_options` says so once the cast succeeded.
     """
     source, target = type_from_text(args.source), type_from_text(args.to)
     plan = resolve(
@@ -85,12 +85,18 @@ def plan_from_args(args: argparse.Namespace) -> Plan:
         opset=args.opset,
         profile=args.profile,
     )
+    return plan
+
+
+def note_ignored_options(args: argparse.Namespace, plan: Plan) -> None:
+    """A note on stderr for each option the target ignores (after the work, so that an error
+    stays the only line on stderr)."""
+    target = plan.target
     code = OnnxType(target.code)
     if not args.saturate and code not in SATURATE_TYPES:
         note(f"saturate has no effect on {target.name} (only float8 and FLOAT8E8M0 targets use it)")
     if args.round_mode is not None and code is not OnnxType.FLOAT8E8M0:
         note(f"round_mode has no effect on {target.name} (only FLOAT8E8M0 targets use it)")
-    return plan
 
 
 def note(text: str) -> None:

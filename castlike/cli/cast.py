@@ -14,6 +14,7 @@ from ..spec.types import TypeSpec
 from ._common import (
     add_cast_options,
     describe_plan,
+    note_ignored_options,
     parse_value,
     plan_from_args,
     show_bits,
@@ -66,6 +67,7 @@ def run(args: argparse.Namespace) -> int:
         outputs = [_held(int(b), target) for b in NUMPY.bits(y, target)]
     else:
         outputs = [f"STRING {str(s)!r}" for s in np.asarray(y).tolist()]
+    note_ignored_options(args, plan)
     print(describe_plan(plan))
     width = max(len(v) for v in args.values)
     held_width = max(len(h) for h in inputs)

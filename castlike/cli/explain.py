@@ -19,6 +19,7 @@ from ..spec.types import Kind, OnnxType, Special, TypeSpec, spec_of
 from ._common import (
     add_cast_options,
     describe_plan,
+    note_ignored_options,
     parse_value,
     plan_from_args,
     read_exact,
@@ -188,5 +189,6 @@ def _from_string(args: argparse.Namespace, plan: Plan) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     plan = plan_from_args(args)
     body = _numeric(args, plan) if plan.source.is_numeric else _from_string(args, plan)
+    note_ignored_options(args, plan)
     print("\n".join([describe_plan(plan), *body]))
     return 0
