@@ -165,16 +165,14 @@ def _run_with_progress(
         def on_oracle(done: int, total: int) -> None:
             nonlocal oracle_task
             if oracle_task is None:
-                oracle_task = progress.add_task(
-                    "oracle answers missing from the cache, computed once", total=total
-                )
+                oracle_task = progress.add_task("oracle answers (once, then cached)", total=total)
             progress.update(oracle_task, completed=done)
 
         def on_backend(done: int, total: int) -> None:
             nonlocal backend_task
             if backend_task is None:
                 backend_task = progress.add_task(
-                    f"(pair, mode) casts on {', '.join(backends)}", total=total
+                    f"(pair, mode) checks on {len(backends)} backend(s)", total=total
                 )
             progress.update(backend_task, completed=done)
 
