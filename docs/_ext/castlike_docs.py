@@ -28,11 +28,15 @@ def _write(name: str, text: str) -> None:
         path.write_text(text, encoding="utf-8")  # unchanged files keep Sphinx's cache valid
 
 
-def _grid(headers: list[str], rows: list[list[str]], *, compact: bool = False) -> str:
-    """A list-table: robust to any cell width, and furo scrolls it when it is wide."""
+def _grid(headers: list[str], rows: list[list[str]], *, css: str = "") -> str:
+    """A list-table: robust to any cell width, and furo scrolls it when it is wide.
+
+    ``css``: classes of ``_static/castlike.css`` (``compact`` small print, ``values`` no
+    wrapping inside a cell).
+    """
     lines = [".. list-table::", "   :header-rows: 1", "   :widths: auto"]
-    if compact:
-        lines.append("   :class: compact")
+    if css:
+        lines.append(f"   :class: {css}")
     lines.append("")
     for row in [headers, *rows]:
         lines.append(f"   * - {row[0] or ' '}")
@@ -128,7 +132,7 @@ def value_table(name: str) -> str:
         f"subnormal {_exact(fmt.min_subnormal)}.{signed} Rows (e): the exponent field; columns "
         "(m): the mantissa field; cells: the value of the positive pattern.\n\n"
     )
-    return text + _grid(headers, rows, compact=True)
+    return text + _grid(headers, rows, css="compact values")
 
 
 def value_tables() -> str:
@@ -181,6 +185,56 @@ def backend_table() -> str:
         f" ({'on' if os.environ.get('JAX_ENABLE_X64') else 'off'} for this build).\n\n"
     )
     return note + _grid(["type", *(", ".join(n) for n in columns.values())], rows)
+
+
+#: (knob of ProfileRules, what it changes, source, value, target, options): one cast each.
+PROFILE_EXAMPLES = [
+    ("wide_sources_via_float", "DOUBLE", "0x3FF1000000100000", "FLOAT8E4M3FN", {}),
+    ("sub_byte_rounding", "FLOAT", "2.7", "INT4", {}),
+    ("sub_byte_range", "FLOAT", "9", "INT4", {}),
+    ("float8e5m2_nan", "FLOAT", "nan", "FLOAT8E5M2", {}),
+    ("finite_only_nan", "FLOAT", "nan", "FLOAT4E2M1", {}),
+    ("e8m0", "FLOAT", "0", "FLOAT8E8M0", {"saturate": False}),
+    ("fnuz_inf", "FLOAT", "inf", "FLOAT8E4M3FNUZ", {"opset": 23}),
+    ("bfloat16", "FLOAT", "0x3F80C000", "BFLOAT16", {}),
+]
+
+
+def profile_table() -> str:
+    """One cast per knob of the profiles, with the bits each profile gives."""
+    from dataclasses import fields
+
+    import numpy as np
+
+    import castlike
+    from castlike.backends.numpy import ADAPTER as NUMPY
+    from castlike.cli._common import parse_value, show_bits, show_in
+    from castlike.spec.reference import decode
+    from castlike.spec.rules import PROFILES, Profile
+    from castlike.spec.types import TYPES_BY_NAME
+
+    knobs = {f.name for f in fields(next(iter(PROFILES.values())))}
+    rows = []
+    for knob, src_name, text, dst_name, options in PROFILE_EXAMPLES:
+        assert knob in knobs, knob  # a renamed knob must not leave a stale row
+        source, target = TYPES_BY_NAME[src_name], TYPES_BY_NAME[dst_name]
+        bits_in = parse_value(text, source)
+        x = NUMPY.from_bits(np.array([bits_in], f"uint{source.storage_bits}"), source)
+        cells = []
+        for profile in Profile:
+            y = castlike.cast(x, dst_name, profile=profile.value, **options)
+            b = int(NUMPY.bits(y, target)[0])
+            cells.append(f"{show_bits(b, target)} ({show_in(decode(b, target), target)})")
+        where = "".join(f", {k}={int(v)}" for k, v in options.items())
+        where = f" ({where[2:]})" if where else ""
+        held = show_in(decode(bits_in, source), source)
+        rows.append([f"``{knob}``: {src_name} {held} → {dst_name}{where}", *cells])
+    intro = (
+        "One cast for each rule in which the profiles differ (the fields of "
+        ":class:`castlike.spec.rules.ProfileRules`), computed with :func:`castlike.cast` "
+        "when these pages are built; :doc:`profiles` explains each.\n\n"
+    )
+    return intro + _grid(["rule (knob): cast", *(p.value for p in Profile)], rows, css="compact")
 
 
 # == the command-line reference ==================================================================
@@ -385,6 +439,7 @@ def generate(app: Any = None) -> None:
     _write("type_matrix.rst", type_matrix())
     _write("value_tables.rst", value_tables())
     _write("backend_table.rst", backend_table())
+    _write("profile_table.rst", profile_table())
     _write("cli_reference.rst", cli_reference())
     cli_examples()
     _write("differences.rst", differences())
