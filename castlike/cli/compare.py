@@ -47,8 +47,9 @@ def register(subparsers: Any) -> None:
         "--library",
         action="append",
         choices=list(LIBRARIES),
-        help="a library's conversion to check (repeatable; default: every installed one "
-        "but torch.compile)",
+        metavar="NAME",
+        help=f"a library's conversion to check: {', '.join(LIBRARIES)} (repeatable; default: "
+        "every installed one but torch.compile)",
     )
     p.add_argument("--source", action="append", metavar="TYPE", help="only these sources")
     p.add_argument("--target", action="append", metavar="TYPE", help="only these targets")
