@@ -92,7 +92,8 @@ X64 = {"JAX_ENABLE_X64": "1"}
 def parity(session: nox.Session) -> None:
     """Every installed backend against the oracle, exhaustively, and the parity tests.
 
-    Writes parity.png (the colour matrix) and parity.json (every cell) for CI to keep.
+    Writes reports/parity.png (the colour matrix) and reports/parity.json (every cell) for CI
+    to keep (reports/ is git-ignored).
     """
     install(session, "test,onnx,torch,jax,dask,cli")
     session.run(
@@ -102,9 +103,9 @@ def parity(session: nox.Session) -> None:
         "--cache-dir",
         ORACLE_CACHE,
         "--png",
-        "parity.png",
+        "reports/parity.png",
         "--json",
-        "parity.json",
+        "reports/parity.json",
         env=X64,
     )
     session.run("pytest", "-m", "parity", *session.posargs, env=X64)
@@ -118,15 +119,24 @@ def conformance(session: nox.Session) -> None:
     backends = [arg for name in ("numpy", "torch", "jax", "dask") for arg in ("--backend", name)]
     versions = [arg for v in ("1.14.1", "1.16.2", "1.18.0") for arg in ("--onnx-version", v)]
     session.run(
-        "castlike", "conformance", *backends, *versions, "--json", "conformance.json", env=X64
+        "castlike",
+        "conformance",
+        *backends,
+        *versions,
+        "--json",
+        "reports/conformance.json",
+        env=X64,
     )
 
 
 @nox.session(python=PYTHON)
 def docs(session: nox.Session) -> None:
-    """Sphinx HTML build with warnings as errors, and the docs' doctests."""
-    install(session, "test,dask")
-    session.install("sphinx>=7")
+    """Sphinx HTML build with warnings as errors, and the docs' doctests.
+
+    The pages generated from castlike (type matrix, value tables, CLI reference, plots) are
+    written to docs/_generated when the build starts.
+    """
+    install(session, "test,dask,docs")
     session.run("sphinx-build", "-W", "--keep-going", "-b", "html", "docs", "docs/_build/html")
     session.run("sphinx-build", "-W", "-b", "doctest", "docs", "docs/_build/doctest")
 

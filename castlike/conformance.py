@@ -190,7 +190,11 @@ class Report:
         return [o for o in self.outcomes if o.status is Status.PASS and o.spec_differs]
 
     def counts(self) -> dict[str, dict[str, int]]:
-        """Per backend: how many cases of each status (and spec differences)."""
+        """Per backend: how many cases of each status.
+
+        ``"spec differs"`` is not a status of its own: it counts the passing cases (already in
+        ``"pass"``) whose output differs under the default spec profile.
+        """
         out: dict[str, dict[str, int]] = {}
         for backend in self.backends:
             row = {s.value: 0 for s in Status}

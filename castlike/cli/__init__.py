@@ -16,7 +16,16 @@ from ..errors import CastError
 __all__ = ["main"]
 
 #: Subcommand modules, in the order ``castlike --help`` lists them.
-SUBCOMMANDS = ("cast", "explain", "types", "matrix", "parity", "conformance", "info")
+SUBCOMMANDS = (
+    "cast",
+    "explain",
+    "types",
+    "matrix",
+    "parity",
+    "conformance",
+    "compare",
+    "info",
+)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -31,6 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="castlike",
         description="Cast values exactly as ONNX Cast/CastLike define, and check backends.",
     )
+    from .. import __version__
+
+    parser.add_argument("--version", action="version", version=f"castlike {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for name in SUBCOMMANDS:
         try:

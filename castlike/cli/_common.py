@@ -1,24 +1,46 @@
-"""Pieces shared by the subcommands: cast options, reading values, showing values."""
+"""Pieces shared by the subcommands: cast options, reading values, showing values, hints."""
 
 from __future__ import annotations
 
 import argparse
+import sys
+from decimal import Decimal, localcontext
 from fractions import Fraction
 from typing import Any
 
 from ..errors import CastValueError
 from ..spec.opsets import Op
 from ..spec.plan import Plan, resolve
-from ..spec.reference import Exact, cast_value
+from ..spec.reference import Exact, cast_value, floor_log2
 from ..spec.rules import SATURATE_TYPES, Mode, Profile, RoundMode
-from ..spec.types import Kind, OnnxType, TypeSpec, spec_of
+from ..spec.types import Kind, OnnxType, Special, TypeSpec, spec_of
 
 _DOUBLE = spec_of(OnnxType.DOUBLE)
+#: Exact values longer than this are shown rounded (a 300-digit integer helps nobody).
+_LONGEST_EXACT = 24
+
+
+def install_hint(extra: str) -> str:
+    """How to install an extra, with the constraints file the repository's CPU installs use."""
+    return (
+        f"pip install 'castlike[{extra}]' (from a clone: "
+        f"pip install -c constraints.txt -e '.[{extra}]')"
+    )
+
+
+def type_from_text(text: str) -> TypeSpec:
+    """The type named on the command line: an ONNX name or a ``TensorProto`` code (``17``)."""
+    from .._frontend import resolve_type
+
+    raw = text.strip()
+    return resolve_type(int(raw) if raw.isdigit() else raw)
 
 
 def add_cast_options(parser: argparse.ArgumentParser) -> None:
     """``--to --from --no-saturate --round-mode --opset --profile``."""
-    parser.add_argument("--to", required=True, metavar="TYPE", help="target ONNX type name or code")
+    parser.add_argument(
+        "--to", required=True, metavar="TYPE", help="target: ONNX type name or TensorProto code"
+    )
     parser.add_argument(
         "--from",
         dest="source",
@@ -27,13 +49,16 @@ def add_cast_options(parser: argparse.ArgumentParser) -> None:
         help="type the values are held in before the cast (default DOUBLE, as a Python float)",
     )
     parser.add_argument(
-        "--no-saturate", dest="saturate", action="store_false", help="saturate=0 (Cast-19+)"
+        "--no-saturate",
+        dest="saturate",
+        action="store_false",
+        help="saturate=0 (Cast-19+; only float8 and FLOAT8E8M0 targets use it)",
     )
     parser.add_argument(
         "--round-mode",
-        default="up",
+        default=None,
         choices=[r.value for r in RoundMode],
-        help="round_mode for FLOAT8E8M0 targets (Cast-24+)",
+        help="round_mode (Cast-24+; only FLOAT8E8M0 targets use it; default up)",
     )
     parser.add_argument("--opset", type=int, default=None, help="opset to validate against")
     parser.add_argument(
@@ -45,18 +70,38 @@ def add_cast_options(parser: argparse.ArgumentParser) -> None:
 
 
 def plan_from_args(args: argparse.Namespace) -> Plan:
-    """Validate the options of a cast given on the command line."""
-    from .._frontend import resolve_type
+    """Validate the options of a cast given on the command line.
 
-    return resolve(
+    ``saturate`` and ``round_mode`` on a target that does not use them are accepted, as ONNX
+    accepts and ignores them; :func:`note_ignored_options` says so once the cast succeeded.
+    """
+    source, target = type_from_text(args.source), type_from_text(args.to)
+    plan = resolve(
         Op.CAST,
-        resolve_type(args.source),
-        resolve_type(args.to),
+        source,
+        target,
         saturate=args.saturate,
-        round_mode=args.round_mode,
+        round_mode=args.round_mode or RoundMode.UP.value,
         opset=args.opset,
         profile=args.profile,
     )
+    return plan
+
+
+def note_ignored_options(args: argparse.Namespace, plan: Plan) -> None:
+    """A note on stderr for each option the target ignores (after the work, so that an error
+    stays the only line on stderr)."""
+    target = plan.target
+    code = OnnxType(target.code)
+    if not args.saturate and code not in SATURATE_TYPES:
+        note(f"saturate has no effect on {target.name} (only float8 and FLOAT8E8M0 targets use it)")
+    if args.round_mode is not None and code is not OnnxType.FLOAT8E8M0:
+        note(f"round_mode has no effect on {target.name} (only FLOAT8E8M0 targets use it)")
+
+
+def note(text: str) -> None:
+    """A remark on stderr that does not stop the command."""
+    print(f"castlike: note: {text}", file=sys.stderr)
 
 
 def parse_value(text: str, source: TypeSpec) -> int:
@@ -64,8 +109,10 @@ def parse_value(text: str, source: TypeSpec) -> int:
 
     ``0x...`` is taken as a raw bit pattern of ``source``.  Otherwise the text is read as an
     exact decimal (or nan / inf) and rounded once into a float ``source``; an integer source
-    needs an integer in its range.
+    needs an integer in its range.  STRING sources have no bits: see :func:`read_string`.
     """
+    if not source.is_numeric:
+        raise CastValueError("STRING values have no bit pattern")  # callers check first
     raw = text.strip()
     if raw.lower().startswith("0x"):
         try:
@@ -94,7 +141,7 @@ def parse_value(text: str, source: TypeSpec) -> int:
 
 def read_exact(text: str) -> Exact:
     """An exact value from decimal text (``1e-3``, ``-0.0``, ``nan``, ``-inf``)."""
-    low = text.lower().lstrip("+")
+    low = text.strip().lower().lstrip("+")
     negative = low.startswith("-")
     body = low.lstrip("-")
     if body in ("nan",):
@@ -108,15 +155,59 @@ def read_exact(text: str) -> Exact:
     return Exact("finite", negative, q)
 
 
+def short_number(q: Fraction) -> str:
+    """A value for people, at most about 24 characters.
+
+    Small integers as digits, a value that a DOUBLE holds as Python's shortest repr (powers
+    of two as ``2^k`` where that is shorter), anything else as ``≈`` and seventeen
+    significant digits.
+    """
+    if q == 0:
+        return "0"
+    negative, m = q < 0, abs(q)
+    sign = "-" if negative else ""
+    if m.denominator == 1 and m.numerator < 10**16:
+        return f"{sign}{m.numerator}"
+    try:
+        f = float(m)
+    except OverflowError:
+        f = float("inf")
+    exact_double = f != float("inf") and Fraction(f) == m
+    if exact_double and len(repr(f)) <= 12:
+        return f"{sign}{f!r}"
+    k = floor_log2(m)
+    if m == Fraction(2) ** k:
+        return f"{sign}2^{k}"
+    if exact_double:
+        return f"{sign}{f!r}"
+    with localcontext() as ctx:
+        ctx.prec = 17
+        d = Decimal(m.numerator) / Decimal(m.denominator)
+    return f"≈{sign}{d:.17g}"
+
+
 def show(value: Exact) -> str:
-    """A value for people: integers as integers, other finite values as the exact float."""
+    """:func:`short_number` of an exact value, with ``-0``, ``NaN`` and ``Inf``."""
     if value.kind != "finite":
         return str(value)
-    q = value.signed_value
-    if q.denominator == 1:
-        text = str(q.numerator)
-        return "-0" if value.negative and q == 0 else text
-    return repr(float(q)) if float(q) == q else f"{q.numerator}/{q.denominator}"
+    if value.magnitude == 0:
+        return "-0" if value.negative else "0"
+    return short_number(value.signed_value)
+
+
+def show_exact(value: Exact) -> str | None:
+    """The exact fraction when it is short and says more than :func:`show`, else None."""
+    text = str(value)
+    if value.kind != "finite" or len(text) > _LONGEST_EXACT or text == show(value):
+        return None
+    return text
+
+
+def show_in(value: Exact, t: TypeSpec) -> str:
+    """A value of type ``t`` in that type's terms (FLOAT8E8M0 values are powers of two)."""
+    if t.kind is Kind.FLOAT and t.fmt.special is Special.E8M0 and value.kind == "finite":
+        return f"2^{floor_log2(value.magnitude)}"
+    return show(value)
 
 
 def show_bits(bits: int, t: TypeSpec) -> str:
@@ -125,6 +216,7 @@ def show_bits(bits: int, t: TypeSpec) -> str:
 
 
 def describe_plan(plan: Plan) -> str:
+    """``Cast-28 DOUBLE -> FLOAT8E4M3FN, saturate=1, profile=spec``: the options in effect."""
     mode = plan.mode
     parts = [plan.describe()]
     if OnnxType(plan.target.code) in SATURATE_TYPES:
@@ -140,7 +232,26 @@ def require_rich() -> Any:
     try:
         from rich.console import Console
     except ModuleNotFoundError:
-        raise CastValueError(
-            "this command prints tables with rich: pip install 'castlike[cli]'"
-        ) from None
+        raise CastValueError(f"this command needs rich: {install_hint('cli')}") from None
     return Console()
+
+
+def output_path_error(*paths: Any) -> str | None:
+    """Prepare the ``--json``/``--html``/``--png`` paths: create missing parent folders.
+
+    Returns why one of them cannot be written, or None.  Checked before the work starts, so
+    that a long run does not end in a traceback.
+    """
+    from pathlib import Path
+
+    for path in paths:
+        if path is None:
+            continue
+        p = Path(path)
+        if p.is_dir():
+            return f"{p} is a directory, not a file to write"
+        try:
+            p.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            return f"cannot write {p}: {exc.strerror or exc}"
+    return None

@@ -8,44 +8,69 @@ import numpy as np
 
 from .._frontend import cast
 from ..backends.numpy import ADAPTER as NUMPY
+from ..spec.plan import Plan
 from ..spec.reference import decode
-from ._common import add_cast_options, describe_plan, parse_value, plan_from_args, show, show_bits
+from ..spec.types import TypeSpec
+from ._common import (
+    add_cast_options,
+    describe_plan,
+    note_ignored_options,
+    parse_value,
+    plan_from_args,
+    show_bits,
+    show_in,
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "cast",
         help="cast values and print the results with their bits",
-        description="Cast each VALUE (decimal, nan, inf, or 0x... bits of --from) with the "
-        "NumPy backend; print the input as held in the source type, the result and its bits.",
+        description="Cast each VALUE (decimal, nan, inf, or 0x... bits of --from; any text "
+        "with --from STRING) with the NumPy backend; print the input as held in the source "
+        "type, the result and its bits.",
     )
     parser.add_argument("values", nargs="+", metavar="VALUE")
     add_cast_options(parser)
     parser.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    plan = plan_from_args(args)
-    source, target, mode = plan.source, plan.target, plan.mode
-    bits = [parse_value(v, source) for v in args.values]
-    storage = np.dtype(f"uint{source.storage_bits}")
-    x = NUMPY.from_bits(np.array(bits, dtype=storage), source)
-    y = cast(
+def _cast(x: object, plan: Plan) -> object:
+    mode = plan.mode
+    return cast(
         x,
-        target.name,
+        plan.target.name,
         saturate=mode.saturate,
         round_mode=mode.round_mode.value,
         opset=plan.opset,
         profile=mode.profile.value,
     )
-    out_bits = [int(b) for b in NUMPY.bits(y, target)]
+
+
+def _held(bits: int, t: TypeSpec) -> str:
+    return f"{t.name} {show_in(decode(bits, t), t)} ({show_bits(bits, t)})"
+
+
+def run(args: argparse.Namespace) -> int:
+    plan = plan_from_args(args)
+    source, target = plan.source, plan.target
+    if source.is_numeric:
+        bits = [parse_value(v, source) for v in args.values]
+        storage = np.dtype(f"uint{source.storage_bits}")
+        x = NUMPY.from_bits(np.array(bits, dtype=storage), source)
+        inputs = [_held(b, source) for b in bits]
+    else:  # the text itself is the STRING value (R9 reads it exactly)
+        x = np.array(args.values, dtype=np.dtypes.StringDType())
+        inputs = [f"STRING {v!r}" for v in args.values]
+    y = _cast(x, plan)
+    if target.is_numeric:
+        outputs = [_held(int(b), target) for b in NUMPY.bits(y, target)]
+    else:
+        outputs = [f"STRING {str(s)!r}" for s in np.asarray(y).tolist()]
+    note_ignored_options(args, plan)
     print(describe_plan(plan))
     width = max(len(v) for v in args.values)
-    for text, b_in, b_out in zip(args.values, bits, out_bits, strict=True):
-        held = show(decode(b_in, source))
-        result = show(decode(b_out, target))
-        print(
-            f"{text:>{width}}  {source.name} {held} ({show_bits(b_in, source)})"
-            f"  ->  {target.name} {result} ({show_bits(b_out, target)})"
-        )
+    held_width = max(len(h) for h in inputs)
+    for text, held, result in zip(args.values, inputs, outputs, strict=True):
+        print(f"{text:>{width}}  {held:<{held_width}}  ->  {result}")
     return 0

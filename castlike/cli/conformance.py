@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from ..parity import LIBRARIES, available_backends
+from ._common import install_hint, output_path_error
+from ._table import is_terminal, print_table
 
 __all__ = ["register", "run"]
 
@@ -88,11 +90,11 @@ def run(args: argparse.Namespace) -> int:
     try:
         from rich.console import Console
     except ImportError:
-        return _error("the conformance command needs rich: pip install 'castlike[cli]'")
+        return _error(f"the conformance command needs rich: {install_hint('cli')}")
     try:
         importlib.import_module("onnx")
     except ImportError:
-        return _error("the conformance command needs onnx: pip install 'castlike[onnx]'")
+        return _error(f"the conformance command needs onnx: {install_hint('onnx')}")
     from ..conformance import collect_cases, run_conformance
     from ..spec.rules import Profile
 
@@ -101,7 +103,10 @@ def run(args: argparse.Namespace) -> int:
         try:
             importlib.import_module(LIBRARIES[name])
         except ImportError:
-            return _error(f"{name} is not installed (pip install 'castlike[{name}]')")
+            return _error(f"{name} is not installed: {install_hint(name)}")
+    bad_path = output_path_error(args.json)
+    if bad_path:
+        return _error(bad_path)
     if args.no_installed and not args.data and not args.onnx_version:
         return _error("nothing to run: --no-installed without --data or --onnx-version")
     console = Console()
@@ -131,8 +136,16 @@ def run(args: argparse.Namespace) -> int:
         report = run_conformance(sets, backends, progress=lambda _o: progress.advance(task))
 
     if not args.quiet:
-        console.print(_case_table(report))
-    console.print(_summary_table(report))
+        _print_case_tables(report, console)
+    headers, rows, legend = summary_rows(report)
+    print_table(
+        headers,
+        rows,
+        title="Summary: cases per data source and backend",
+        legend=legend,
+        right=frozenset(range(2, len(headers))),
+        console=console if is_terminal() else None,
+    )
     _print_differences(report, console)
     _print_failures(report, console)
     if args.json is not None:
@@ -146,70 +159,87 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+#: Legend of the per-case cells (kept short so that four backends fit in 80 columns).
+CASE_LEGEND = (
+    "ok: the data's profile reproduces every bit.",
+    "ok*: ok, and the default spec profile differs (documented; listed below).",
+    "FAIL N: N elements differ.  n/r: the backend cannot hold the pair.",
+)
+
+
 def _cell(outcome: Any) -> str:
     from ..conformance import Status
 
     if outcome.status is Status.PASS:
-        if outcome.spec_differs:
-            return f"[green]pass[/] [yellow]spec≠{outcome.spec_run.count}[/]"
-        return "[green]pass[/]"
+        return "ok*" if outcome.spec_differs else "ok"
     if outcome.status is Status.FAIL:
         run = outcome.profile_run
-        return "[bold red]FAIL[/]" + (f" [red]{run.count}[/]" if run and run.count else "")
+        return "FAIL" + (f" {run.count}" if run and run.count else "")
     if outcome.status is Status.PENDING:
-        return "[yellow]pending[/]"
-    return "[bright_black]n/r[/]"
+        return "pending"
+    return "n/r"
 
 
-def _case_table(report: Any) -> Any:
-    from rich.table import Table
-
-    table = Table(
-        title="ONNX node tests: case x backend",
-        caption="pass: the data's profile reproduces every bit · spec≠N: N elements differ "
-        "under the spec profile (a documented difference) · n/r: not representable",
-    )
-    longest = max((len(o.case.name) for o in report.outcomes), default=4)
-    table.add_column("data (profile)")
-    table.add_column("case", no_wrap=True, min_width=longest)
-    for b in report.backends:
-        table.add_column(b)
-    by_case: dict[tuple[str, str], dict[str, Any]] = defaultdict(dict)
+def _print_case_tables(report: Any, console: Any) -> None:
+    """One table per data source: a row per case, a short cell per backend."""
+    by_origin: dict[tuple[str, str], dict[str, dict[str, Any]]] = defaultdict(dict)
     for o in report.outcomes:
-        by_case[(o.case.origin, o.case.name)][o.backend] = o
-    for (origin, name), row in by_case.items():
-        profile = next(iter(row.values())).case.profile.value
-        cells = [_cell(row[b]) if b in row else "" for b in report.backends]
-        table.add_row(f"{origin} ({profile})", name, *cells)
-    return table
+        key = (o.case.origin, o.case.profile.value)
+        by_origin[key].setdefault(o.case.name, {})[o.backend] = o
+    for (origin, profile), cases in by_origin.items():
+        rows = [
+            [name, *(_cell(row[b]) if b in row else "" for b in report.backends)]
+            for name, row in cases.items()
+        ]
+        print_table(
+            ["case", *report.backends],
+            rows,
+            title=f"ONNX node tests of {origin}, under the {profile} profile",
+            console=console if is_terminal() else None,
+        )
+    for line in CASE_LEGEND:
+        console.print(line, markup=False, highlight=False)
 
 
-def _summary_table(report: Any) -> Any:
-    from rich.table import Table
+def summary_rows(report: Any) -> tuple[list[str], list[list[str]], list[str]]:
+    """Headers, rows and legend of the summary: cases per data source and backend.
 
+    ``pass`` counts every case reproduced under its data's profile; ``spec≠`` is the part of
+    those whose output also differs under the default spec profile.  ``pending`` appears only
+    when some case could not run yet.
+    """
     from ..conformance import Status
 
-    table = Table(title="summary: cases per data source and backend")
-    table.add_column("data (profile)")
-    table.add_column("backend")
-    for label in ("pass", "spec differs", "FAIL", "n/r", "pending"):
-        table.add_column(label, justify="right")
     groups: dict[tuple[str, str, str], list[Any]] = defaultdict(list)
     for o in report.outcomes:
         groups[(o.case.origin, o.case.profile.value, o.backend)].append(o)
+    any_pending = any(o.status is Status.PENDING for o in report.outcomes)
+    headers = ["data (profile)", "backend", "pass", "of which spec≠", "FAIL", "n/r"]
+    if any_pending:
+        headers.append("pending")
+    rows = []
     for (origin, profile, backend), outs in groups.items():
-        n = {s: sum(o.status is s for o in outs) for s in Status}
-        failed = n[Status.FAIL]
-        table.add_row(
+        n = {st: sum(o.status is st for o in outs) for st in Status}
+        row = [
             f"{origin} ({profile})",
             backend,
             str(n[Status.PASS]),
             str(sum(o.status is Status.PASS and o.spec_differs for o in outs)),
-            f"[bold red]{failed}[/]" if failed else "0",
+            str(n[Status.FAIL]),
             str(n[Status.NOT_REPRESENTABLE]),
-            str(n[Status.PENDING]),
-        )
-    return table
+        ]
+        if any_pending:
+            row.append(str(n[Status.PENDING]))
+        rows.append(row)
+    legend = [
+        "pass: reproduced bit for bit under the data's profile.",
+        "of which spec≠: passing cases whose output differs under the default spec profile",
+        "  (the documented profile differences; not failures).",
+        "n/r: the backend cannot hold the pair (not a failure).",
+    ]
+    if any_pending:
+        legend.append("pending: cases that could not run (their reason is in the JSON report).")
+    return headers, rows, legend
 
 
 def _print_differences(report: Any, console: Any) -> None:
@@ -224,20 +254,21 @@ def _print_differences(report: Any, console: Any) -> None:
         seen.setdefault(key, o)
         backends[key].append(o.backend)
     console.print(
-        f"[yellow]{len(seen)} case(s) differ under the spec profile "
-        "(not failures; see docs/conformance.rst):[/]"
+        f"[yellow]{len(seen)} case(s) differ under the spec profile (not failures):[/]",
+        soft_wrap=True,
     )
     for key, o in seen.items():
         rules = ", ".join(o.spec_rules) or "?"
         example = o.spec_run.diffs[0].describe().strip() if o.spec_run.diffs else ""
         console.print(
             f"  {o.case.label} [{', '.join(backends[key])}]: {o.spec_run.count} element(s), "
-            f"rule(s) {rules}; e.g. {example}",
+            f"profile rule(s) {rules}\n    e.g. {example}",
             markup=False,
             highlight=False,
+            soft_wrap=True,
         )
 
 
 def _print_failures(report: Any, console: Any) -> None:
     for o in report.failures:
-        console.print(o.message, markup=False, highlight=False)
+        console.print(o.message, markup=False, highlight=False, soft_wrap=True)

@@ -1,60 +1,194 @@
-"""``castlike explain VALUE --to TYPE``: the oracle's reasoning for one value."""
+"""``castlike explain VALUE --to TYPE``: the rule that decides one cast, then the detail.
+
+The output speaks in the target's terms: the result, the rule that fired, the input as the
+source type holds it, and then only what the rule looked at: the two neighbouring target
+values and the tie for a rounding, the target's range for a value beyond it.  Values are
+shown short (``2^127``, ``1.0000000000000001e+300``), never as hundreds of digits.
+"""
 
 from __future__ import annotations
 
 import argparse
 
-from ..spec.reference import decode, explain
+from ..errors import CastValueError
+from ..spec import strings as spec_strings
+from ..spec.plan import Plan
+from ..spec.reference import Exact, Explanation, decode, explain
+from ..spec.rules import FLOAT8_TYPES as FLOAT8
+from ..spec.types import Kind, OnnxType, Special, TypeSpec, spec_of
 from ._common import (
     add_cast_options,
     describe_plan,
+    note_ignored_options,
     parse_value,
     plan_from_args,
     read_exact,
+    short_number,
     show,
     show_bits,
+    show_exact,
+    show_in,
 )
+
+_DOUBLE = spec_of(OnnxType.DOUBLE)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "explain",
         help="show how the rules cast one value",
-        description="Print the exact value, the value held in the source type, the two "
-        "neighbouring target values, whether it is a tie, which rule fired and the result.",
+        description="Print the result, the rule that decides it, the value as held in the "
+        "source type, and the detail the rule used: the neighbouring target values and the "
+        "tie for a rounding, the target's range for a value beyond it.",
     )
     parser.add_argument("value", metavar="VALUE")
     add_cast_options(parser)
     parser.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    plan = plan_from_args(args)
+def _line(label: str, text: str) -> str:
+    return f"{label:<12} {text}"
+
+
+def _result(bits: int, t: TypeSpec) -> str:
+    return f"{t.name} {show_in(decode(bits, t), t)} ({show_bits(bits, t)})"
+
+
+def rule_label(rule: str, target: TypeSpec) -> str:
+    """The oracle's rule text with the number of the rule it belongs to (R3, R4 or R5)."""
+    if rule.startswith("R") or target.kind is not Kind.FLOAT:
+        return rule
+    special = target.fmt.special
+    if special is Special.FINITE:
+        return f"R5 {rule}"
+    if OnnxType(target.code) in FLOAT8:
+        return f"R4 {rule}"
+    return f"R3 {rule}"
+
+
+def _range_text(t: TypeSpec) -> str:
+    fmt = t.fmt
+    top = show_in(Exact("finite", False, fmt.max_value), t)
+    if fmt.special is Special.E8M0:
+        bottom = show_in(Exact("finite", False, fmt.min_normal), t)
+        return f"{t.name} holds {bottom} to {top}"
+    return f"{t.name} holds -{top} to {top}"
+
+
+def _detail(why: Explanation, target: TypeSpec) -> list[str]:
+    """What the rule looked at, in the target's terms."""
+    r = why.rounding
+    if r is None or target.kind is not Kind.FLOAT:
+        return []
+    fmt = target.fmt
+    x = why.rounded_value
+    beyond = "range" in why.rule or "> max" in why.rule
+    if beyond:
+        if fmt.special is Special.E8M0:
+            side = "above" if x.magnitude > fmt.max_value else "below"
+            return [_line("range", f"{_range_text(target)}; x = {show(x)} is {side}")]
+        return [
+            _line(
+                "range",
+                f"{_range_text(target)}; x = {show(x)} rounds to {short_number(r.result)}, "
+                "beyond it",
+            )
+        ]
+    if r.exact:
+        return [_line("rounding", f"exact: {target.name} holds x")]
+    state = "a tie" if r.tie else "not a tie"
+    upper = show_in(Exact("finite", False, r.upper), target)
+    past = (
+        f" ({upper} > max: [x] is judged after rounding)"
+        if fmt.special is not Special.E8M0 and r.upper > fmt.max_value
+        else ""
+    )
+    return [
+        _line(
+            "neighbours",
+            f"{show_in(Exact('finite', False, r.lower), target)} <= |x| <= {upper}{past}",
+        ),
+        _line("rounding", f"{state}; chose {show_in(Exact('finite', False, r.result), target)}"),
+    ]
+
+
+def _numeric(args: argparse.Namespace, plan: Plan) -> list[str]:
     source, target = plan.source, plan.target
     bits_in = parse_value(args.value, source)
     held = decode(bits_in, source)
-    why = explain(held, source, target, plan.mode)
-    lines = [describe_plan(plan)]
-    if not args.value.lower().startswith("0x"):
-        lines.append(f"written      {args.value}  (exact: {read_exact(args.value)})")
-    lines.append(
-        f"held as      {source.name} {show(held)} ({show_bits(bits_in, source)}), exact {held}"
-    )
-    if why.rounded_value != held:
-        lines.append(f"pre-rounded  {show(why.rounded_value)} (profile {plan.mode.profile.value})")
-    if why.rounding is not None:
-        r = why.rounding
-        lines.append(f"neighbours   {show_fraction(r.lower)} <= x <= {show_fraction(r.upper)}")
-        state = "exact" if r.exact else ("tie" if r.tie else "not a tie")
-        lines.append(f"rounding     {state}; chose {show_fraction(r.result)}")
-    lines.append(f"rule         {why.rule}")
-    result = decode(why.bits, target)
-    lines.append(f"result       {target.name} {show(result)} ({show_bits(why.bits, target)})")
-    print("\n".join(lines))
+    lines = []
+    if target.is_numeric:
+        why = explain(held, source, target, plan.mode)
+        lines += [
+            _line("result", _result(why.bits, target)),
+            _line("rule", rule_label(why.rule, target)),
+        ]
+    else:
+        style = plan.mode.profile.rules.strings
+        text = spec_strings.format_bits(bits_in, source, style)
+        rule = (
+            f"R9 the shortest decimal that reads back to the same {source.name}"
+            if style == "spec"
+            else "R12 reference: the text of numpy's astype(str)"
+        )
+        lines += [_line("result", f"STRING {text!r}"), _line("rule", rule)]
+    held_text = f"{source.name} {show_in(held, source)} ({show_bits(bits_in, source)})"
+    if args.value.lower().startswith("0x"):
+        lines.append(_line("input", held_text))
+    else:
+        written = read_exact(args.value)
+        exact = show_exact(held) if written != held else None
+        lines.append(
+            _line(
+                "input",
+                f"{args.value} -> {held_text}" + (f", exactly {exact}" if exact else ""),
+            )
+        )
+    if target.is_numeric:
+        if why.rounded_value != held:
+            lines.append(
+                _line(
+                    "pre-rounded", f"{show(why.rounded_value)} (profile {plan.mode.profile.value})"
+                )
+            )
+        lines += _detail(why, target)
+    return lines
+
+
+def _from_string(args: argparse.Namespace, plan: Plan) -> list[str]:
+    target, mode = plan.target, plan.mode
+    if not target.is_numeric:
+        return [
+            _line("result", f"STRING {args.value!r}"),
+            _line("rule", "STRING -> STRING keeps the text"),
+        ]
+    bits = spec_strings.string_to_bits(args.value, target, mode)
+    if bits is None:
+        raise CastValueError(f"{args.value!r} is not a number by R9's grammar")
+    lines = [_line("result", _result(bits, target))]
+    value = spec_strings.parse(args.value, mode.profile.rules.strings)
+    if value is None:  # "true" / "false" into BOOL
+        return [
+            *lines,
+            _line("rule", "R9 'true' / 'false' -> BOOL"),
+            _line("input", repr(args.value)),
+        ]
+    why = explain(value, _DOUBLE, target, mode)
+    exact = show_exact(value)
+    lines += [
+        _line("rule", f"R9 read the decimal exactly, then {rule_label(why.rule, target)}"),
+        _line(
+            "input",
+            f"STRING {args.value!r} reads "
+            + (f"exactly as {exact}" if exact else f"as {show(value)}"),
+        ),
+    ]
+    return lines + _detail(why, target)
+
+
+def run(args: argparse.Namespace) -> int:
+    plan = plan_from_args(args)
+    body = _numeric(args, plan) if plan.source.is_numeric else _from_string(args, plan)
+    note_ignored_options(args, plan)
+    print("\n".join([describe_plan(plan), *body]))
     return 0
-
-
-def show_fraction(q) -> str:  # type: ignore[no-untyped-def]
-    from ..spec.reference import Exact
-
-    return show(Exact("finite", q < 0, abs(q)))

@@ -1,55 +1,63 @@
-"""``castlike matrix``: which (source, target) pairs an operator version allows."""
+"""``castlike matrix``: which (source, target) pairs an operator version allows.
+
+The grid is 70 columns wide: one character per target, codes written in two header rows
+(tens, then units), so that it fits an 80-column terminal and reads the same in a log.
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
 
-from ..errors import OpsetError
-from ..spec.opsets import Op, version_for
+from ..spec.opsets import Op
+from ..spec.plan import _check_opset
 from ..spec.types import TYPES, OnnxType
-from ._common import require_rich
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "matrix",
         help="print the allowed type pairs of Cast or CastLike at an opset",
-        description="Rows are source types, columns target types (by TensorProto code); a "
-        "mark means the version allows the pair.",
+        description="Rows are source types, columns target types (by TensorProto code, read "
+        "downwards); a mark means the version allows the pair.",
     )
     parser.add_argument("--op", choices=[o.value for o in Op], default="Cast")
     parser.add_argument("--opset", type=int, default=None, help="opset (default: the latest)")
     parser.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    from rich.table import Table
-
-    console = require_rich()
-    op = Op(args.op)
-    version = version_for(op, args.opset)
-    if version is None:
-        raise OpsetError(f"{op.value} does not exist in opset {args.opset}")
+def matrix_lines(op: Op, opset: int | None, *, mark: str = "x", blank: str = ".") -> list[str]:
+    """The grid as lines of plain text (OpsetError for an opset castlike does not know)."""
+    version = _check_opset(op, opset)
     allowed = version.types
-    where = f"opset {args.opset}" if args.opset is not None else "the latest opset"
-    table = Table(
-        title=f"{version.label} at {where}: allowed source (rows) -> target (columns) pairs",
-        header_style="bold",
-        show_lines=False,
-    )
-    table.add_column("source \\ target", no_wrap=True)
     types = list(TYPES.values())
-    for t in types:
-        table.add_column(str(t.code), justify="center", no_wrap=True)
+    width = max(len(f"{t.code:>2} {t.name}") for t in types)
+    where = f"opset {opset}" if opset is not None else "the latest opset"
+    lines = [
+        f"{version.label} at {where}: source (rows) -> target (columns, by code)",
+        " " * (width + 2) + " ".join(str(t.code // 10) if t.code >= 10 else " " for t in types),
+        " " * (width + 2) + " ".join(str(t.code % 10) for t in types),
+    ]
     for s in types:
-        cells = [
-            "[green]✓[/]"
-            if OnnxType(s.code) in allowed and OnnxType(t.code) in allowed
-            else "[dim]·[/]"
+        cells = " ".join(
+            mark if OnnxType(s.code) in allowed and OnnxType(t.code) in allowed else blank
             for t in types
-        ]
-        table.add_row(f"{s.code:>2} {s.name}", *cells)
-    console.print(table)
+        )
+        lines.append(f"{f'{s.code:>2} {s.name}':<{width}}  {cells}")
     attributes = ", ".join(sorted(version.attributes)) or "none"
-    console.print(f"attributes besides 'to': {attributes}; {len(allowed)} types allowed")
+    lines.append(f"{mark}: allowed.  Attributes besides 'to': {attributes}; {len(allowed)} types")
+    return lines
+
+
+def run(args: argparse.Namespace) -> int:
+    lines = matrix_lines(Op(args.op), args.opset)
+    if sys.stdout.isatty():
+        from rich.console import Console
+        from rich.markup import escape
+
+        console = Console(highlight=False)
+        for line in lines:
+            console.print(escape(line).replace(" x", " [green]x[/]").replace(" .", " [dim].[/]"))
+    else:
+        print("\n".join(lines))
     return 0

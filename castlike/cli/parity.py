@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from ..parity import LIBRARIES, Cell, CellStatus, ParityReport, available_backends, run_parity
+from ._common import install_hint, output_path_error, type_from_text
+from ._table import is_terminal, print_table
 
 __all__ = ["register", "run"]
 
@@ -78,7 +80,7 @@ def _backends(requested: list[str] | None) -> list[str] | str:
         try:
             importlib.import_module(LIBRARIES[name])
         except ImportError:
-            return f"{name} is not installed (pip install 'castlike[{name}]')"
+            return f"{name} is not installed: {install_hint(name)}"
     return names
 
 
@@ -87,18 +89,21 @@ def run(args: argparse.Namespace) -> int:
     try:
         from rich.console import Console
     except ImportError:
-        return _error("the parity command needs rich: pip install 'castlike[cli]'")
-    from .._frontend import resolve_type
-
+        return _error(f"the parity command needs rich: {install_hint('cli')}")
+    bad_path = output_path_error(args.json, args.html, args.png)
+    if bad_path:
+        return _error(bad_path)
     if args.random < 0:
         return _error("--random must be 0 or more")
     if args.png is not None:
         try:
             importlib.import_module("PIL")
         except ImportError:
-            return _error("--png needs Pillow: pip install 'castlike[cli]'")
-    sources = [resolve_type(n) for n in args.source] if args.source else None
-    targets = [resolve_type(n) for n in args.target] if args.target else None
+            return _error(f"--png needs Pillow: {install_hint('cli')}")
+    if args.jobs is not None and args.jobs < 1:
+        return _error("--jobs must be 1 or more")
+    sources = [type_from_text(n) for n in args.source] if args.source else None
+    targets = [type_from_text(n) for n in args.target] if args.target else None
     for t in (sources or []) + (targets or []):
         if not t.is_numeric:
             return _error("parity covers the numeric types; STRING has its own tests")
@@ -110,16 +115,17 @@ def run(args: argparse.Namespace) -> int:
     report = _run_with_progress(args, backends, sources, targets, console)
     inputs = "exhaustive" if report.exhaustive else f"sampled, seed {report.seed}"
     what = "every pair" if args.full else "targets per source type"
-    console.print(f"[bold]castlike parity[/] ({inputs}): {what} x backend")
-    console.print(_matrix(report, full=args.full))
-    console.print(
-        "[green]✓[/] passes every mode · [bold red]✗[/] differs (elements) · "
-        "[bright_black]n/r[/]: the backend cannot hold the pair",
-        highlight=False,
+    headers, rows, legend = matrix_rows(report, full=args.full)
+    print_table(
+        headers,
+        rows,
+        title=f"castlike parity ({inputs}): {what} x backend",
+        legend=legend,
+        console=console if is_terminal() else None,
     )
     _print_failures(report, console)
     for note in report.notes:
-        console.print(f"[yellow]note:[/] {note}")
+        console.print(f"[yellow]note:[/] {note}", soft_wrap=True)
     _print_summary(report, console)
     if args.json is not None:
         args.json.write_text(json.dumps(report.to_json(), indent=1), encoding="utf-8")
@@ -159,13 +165,15 @@ def _run_with_progress(
         def on_oracle(done: int, total: int) -> None:
             nonlocal oracle_task
             if oracle_task is None:
-                oracle_task = progress.add_task("oracle tables (cold cache)", total=total)
+                oracle_task = progress.add_task("oracle answers (once, then cached)", total=total)
             progress.update(oracle_task, completed=done)
 
         def on_backend(done: int, total: int) -> None:
             nonlocal backend_task
             if backend_task is None:
-                backend_task = progress.add_task(f"casts on {', '.join(backends)}", total=total)
+                backend_task = progress.add_task(
+                    f"(pair, mode) checks on {len(backends)} backend(s)", total=total
+                )
             progress.update(backend_task, completed=done)
 
         return run_parity(
@@ -182,54 +190,56 @@ def _run_with_progress(
         )
 
 
-def _cell_markup(cell: Cell) -> str:
+def _cell_text(cell: Cell) -> str:
     if cell.status is CellStatus.PASS:
-        return "[green]✓[/]"
+        return "✓"
     if cell.status is CellStatus.NOT_REPRESENTABLE:
-        return "[bright_black]n/r[/]"
+        return "n/r"
     if cell.status is CellStatus.ERROR:
-        return "[bold red]error[/]"
-    return f"[bold red]✗ {cell.mismatch_count}[/]"
+        return "error"
+    return f"✗ {cell.mismatch_count}"
 
 
-def _group_markup(cells: list[Cell]) -> str:
-    """One source row's cells on one backend: how many targets pass, fail, or cannot run."""
+def _group_text(cells: list[Cell]) -> str:
+    """One source row's cells on one backend: targets that fail, pass, or cannot run."""
     passed = sum(c.status is CellStatus.PASS for c in cells)
     nr = sum(c.status is CellStatus.NOT_REPRESENTABLE for c in cells)
-    bad = [c for c in cells if c.status in (CellStatus.MISMATCH, CellStatus.ERROR)]
-    parts = []
-    if bad:
-        parts.append(f"[bold red]✗ {len(bad)} ({sum(c.mismatch_count for c in bad)} elements)[/]")
+    bad = sum(c.status in (CellStatus.MISMATCH, CellStatus.ERROR) for c in cells)
+    parts = [f"{bad}✗"] if bad else []
     if passed:
-        parts.append(f"[green]✓ {passed}[/]")
+        parts.append(f"{passed}✓")
     if nr:
-        parts.append(f"[bright_black]{nr} n/r[/]")
-    return "  ".join(parts)
+        parts.append(f"{nr}-")
+    return " ".join(parts)
 
 
-def _matrix(report: ParityReport, *, full: bool) -> Any:
-    from rich.table import Table
-
+def matrix_rows(
+    report: ParityReport, *, full: bool
+) -> tuple[list[str], list[list[str]], list[str]]:
+    """Headers, rows and legend of the parity table (one row per source, or per pair)."""
     if full:
-        table = Table()
-        table.add_column("source → target")
-        for b in report.backends:
-            table.add_column(b, justify="center")
-        for s in report.sources:
-            for t in report.targets:
-                cells = [report.cell(s, t, b) for b in report.backends]
-                table.add_row(f"{s.name} → {t.name}", *(_cell_markup(c) for c in cells))
-        return table
-    table = Table()
-    table.add_column("source")
-    for b in report.backends:
-        table.add_column(b)
-    for s in report.sources:
-        row = [
-            _group_markup([report.cell(s, t, b) for t in report.targets]) for b in report.backends
+        rows = [
+            [f"{s.name} → {t.name}", *(_cell_text(report.cell(s, t, b)) for b in report.backends)]
+            for s in report.sources
+            for t in report.targets
         ]
-        table.add_row(s.name, *row)
-    return table
+        legend = [
+            "✓: every mode gives the oracle's bits",
+            "✗ N: N elements differ (listed below); n/r: the backend cannot hold the pair",
+        ]
+        return ["source → target", *report.backends], rows, legend
+    rows = [
+        [
+            s.name,
+            *(_group_text([report.cell(s, t, b) for t in report.targets]) for b in report.backends),
+        ]
+        for s in report.sources
+    ]
+    legend = [
+        "Targets per source:  N✓ every mode gives the oracle's bits;",
+        "  N✗ some elements differ (listed below);  N- the backend cannot hold the pair.",
+    ]
+    return ["source", *report.backends], rows, legend
 
 
 def _print_failures(report: ParityReport, console: Any) -> None:
@@ -241,9 +251,11 @@ def _print_failures(report: ParityReport, console: Any) -> None:
         cell = report.cells[key]
         source, target, backend = key
         if cell.status is CellStatus.ERROR:
-            console.print(f"{source} -> {target} on {backend}: {cell.reason}", markup=False)
+            console.print(
+                f"{source} -> {target} on {backend}: {cell.reason}", markup=False, soft_wrap=True
+            )
         for m in cell.mismatches:
-            console.print(m.text, markup=False, highlight=False)
+            console.print(m.text, markup=False, highlight=False, soft_wrap=True)
 
 
 def _print_summary(report: ParityReport, console: Any) -> None:
@@ -255,5 +267,6 @@ def _print_summary(report: ParityReport, console: Any) -> None:
     verdict = "[green]no mismatch[/]" if report.ok else "[bold red]MISMATCH[/]"
     console.print(
         f"{verdict} — {'; '.join(parts)} — {report.seconds:.1f} s "
-        f"(oracle {report.oracle_seconds:.1f} s)"
+        f"(oracle {report.oracle_seconds:.1f} s)",
+        soft_wrap=True,
     )

@@ -1,4 +1,8 @@
-"""``castlike types``: the element types of the spec, their formats and backend dtypes."""
+"""``castlike types``: the element types of the spec, their formats and backend dtypes.
+
+Four tables of at most 80 columns: float formats and ranges, float special encodings,
+integer ranges, and each imported backend's dtype (identical backend columns are merged).
+"""
 
 from __future__ import annotations
 
@@ -6,9 +10,10 @@ import argparse
 from fractions import Fraction
 
 from ..backends import loaded_adapters
-from ..spec.reference import Exact
+from ..spec.reference import floor_log2
 from ..spec.types import TYPES, Kind, Special
-from ._common import require_rich, show
+from ._common import short_number
+from ._table import print_table
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -18,45 +23,32 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Print the float formats (exponent/mantissa/bias, range, special "
         "encodings), the integer ranges, and the dtype of each imported backend.",
     )
+    parser.add_argument(
+        "--installed",
+        action="store_true",
+        help="import every installed backend library (torch, jax, dask) to show its dtypes",
+    )
     parser.set_defaults(func=run)
 
 
 def _value(q: Fraction) -> str:
-    text = show(Exact("finite", False, q))
-    return text if len(text) <= 10 else f"{float(q):.4g}"
+    text = short_number(q)
+    if len(text) <= 10:
+        return text
+    k = floor_log2(q)
+    return f"2^{k}" if q == Fraction(2) ** k else f"{float(q):.4g}"
 
 
-def run(args: argparse.Namespace) -> int:
-    from rich.table import Table
-
-    console = require_rich()
-    floats = Table(title="Float types (RULES.md R1, R3-R6)", header_style="bold")
-    for column in (
-        "code",
-        "name",
-        "E",
-        "M",
-        "bias",
-        "max",
-        "min normal",
-        "min subnormal",
-        "Inf",
-        "NaN",
-        "-0",
-    ):
-        floats.add_column(
-            column,
-            justify="left" if column == "name" else "right",
-            no_wrap=column in ("name", "NaN"),
-        )
-    ints = Table(title="Integer and other types", header_style="bold")
-    for column in ("code", "name", "kind", "bits", "min", "max"):
-        ints.add_column(column, justify="right")
+def float_rows() -> tuple[list[list[str]], list[list[str]]]:
+    """(formats and ranges, special encodings) of every float type."""
+    ranges, specials = [], []
     for t in TYPES.values():
-        if t.kind is Kind.FLOAT:
-            fmt = t.fmt
-            nan = fmt.nan_bits()
-            floats.add_row(
+        if t.kind is not Kind.FLOAT:
+            continue
+        fmt = t.fmt
+        e8m0 = fmt.special is Special.E8M0
+        ranges.append(
+            [
                 str(t.code),
                 t.name,
                 str(fmt.exponent_bits),
@@ -64,34 +56,89 @@ def run(args: argparse.Namespace) -> int:
                 str(fmt.bias),
                 _value(fmt.max_value),
                 _value(fmt.min_normal),
-                _value(fmt.min_subnormal) if fmt.special is not Special.E8M0 else "-",
+                "-" if e8m0 else _value(fmt.min_subnormal),
+            ]
+        )
+        nan = fmt.nan_bits()
+        specials.append(
+            [
+                str(t.code),
+                t.name,
                 "yes" if fmt.has_inf else "no",
                 f"0x{nan:X}" if nan is not None else "none",
                 "yes" if fmt.has_negative_zero else "no",
-            )
-        elif t.kind is Kind.STRING:
-            ints.add_row(str(t.code), t.name, t.kind.value, "-", "-", "-")
-        else:
-            ints.add_row(
-                str(t.code), t.name, t.kind.value, str(t.bits), str(t.int_min), str(t.int_max)
-            )
-    console.print(floats)
-    console.print(ints)
-    adapters = loaded_adapters()
-    dtypes = Table(
-        title="Backend dtypes ('-': the library cannot hold the type)", header_style="bold"
-    )
-    dtypes.add_column("name")
-    for adapter in adapters:
-        dtypes.add_column(adapter.name)
+            ]
+        )
+    return ranges, specials
+
+
+def integer_rows() -> list[list[str]]:
+    rows = []
     for t in TYPES.values():
+        if t.kind is Kind.FLOAT:
+            continue
+        if t.kind is Kind.STRING:
+            rows.append([str(t.code), t.name, t.kind.value, "-", "-", "-"])
+        else:
+            rows.append(
+                [str(t.code), t.name, t.kind.value, str(t.bits), str(t.int_min), str(t.int_max)]
+            )
+    return rows
+
+
+def dtype_table() -> tuple[list[str], list[list[str]], list[str]]:
+    """Headers, rows and legend of the backend dtypes; backends with equal columns merged."""
+    columns: dict[tuple[str, ...], list[str]] = {}
+    legend = []
+    for adapter in loaded_adapters():
         cells = []
-        for adapter in adapters:
+        for t in TYPES.values():
             dtype = adapter.native_dtype(t)
-            cells.append(str(dtype) if dtype is not None else "-")
-        dtypes.add_row(t.name, *cells)
-    console.print(dtypes)
-    console.print(
-        "COMPLEX64 (14) and COMPLEX128 (15) are rejected: casting from/to complex is not supported."
+            text = str(dtype) if dtype is not None else "-"
+            cells.append(text.removeprefix("torch."))
+        if any(str(adapter.native_dtype(t)).startswith("torch.") for t in TYPES.values()):
+            legend.append(f"{adapter.name}: torch.<name>")
+        columns.setdefault(tuple(cells), []).append(adapter.name)
+    headers = ["name", *(", ".join(names) for names in columns.values())]
+    rows = [[t.name, *(cells[i] for cells in columns)] for i, t in enumerate(TYPES.values())]
+    return headers, rows, legend
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.installed:
+        from ..parity import available_backends
+
+        available_backends()  # imports each library that is installed
+    ranges, specials = float_rows()
+    print_table(
+        ["code", "name", "E", "M", "bias", "max", "min normal", "min sub"],
+        ranges,
+        title="Float types (rules R1, R3-R6): exponent and mantissa bits, bias, range",
+        legend=["min sub: the smallest subnormal (FLOAT8E8M0 has none)"],
+        right=frozenset({0, 2, 3, 4, 5, 6, 7}),
     )
+    print_table(
+        ["code", "name", "Inf", "NaN bits", "-0"],
+        specials,
+        title="Float special values (rule R4 fixes the NaN encodings)",
+        right=frozenset({0}),
+    )
+    print_table(
+        ["code", "name", "kind", "bits", "min", "max"],
+        integer_rows(),
+        title="Integer and other types",
+        right=frozenset({0, 3, 4, 5}),
+    )
+    headers, rows, legend = dtype_table()
+    print_table(
+        headers,
+        rows,
+        title="Backend dtypes ('-': the library cannot hold the type)",
+        legend=[
+            *(f"dtypes of {entry}" for entry in legend),
+            "Imported backends only: --installed imports every installed one.",
+        ],
+    )
+    print("COMPLEX64 (14) and COMPLEX128 (15) are rejected:")
+    print("casting from/to complex is not supported.")
     return 0
