@@ -270,3 +270,14 @@ def test_info_command_names_the_path(capsys: pytest.CaptureFixture[str]) -> None
     assert info["path"] == "native"
     assert info["level"] == _native.module().variant  # type: ignore[union-attr]
     assert info["threads"] == castlike.get_num_threads()
+
+
+@pytest.mark.parametrize("target", ["FLOAT8E4M3FN", "FLOAT16", "INT4", "BFLOAT16", "INT32"])
+@pytest.mark.parametrize("dtype", [">f2", ">f4", ">f8", ">u2", ">i8"])
+def test_byte_swapped_dask_blocks(dtype: str, target: str) -> None:
+    """Dask hands its blocks to the NumPy engine as they are: byte-swapped ones too."""
+    da = pytest.importorskip("dask.array", reason="the Dask test needs dask")
+    x = np.array([1.0, 500.0, 2.5, 0.1, 7.0, 60000.0]).astype(dtype)
+    lazy = castlike.cast(da.from_array(x, chunks=2), target)
+    expected = castlike.cast(x.astype(x.dtype.newbyteorder("=")), target)
+    assert lazy.compute().tobytes() == expected.tobytes()

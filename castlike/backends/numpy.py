@@ -127,6 +127,8 @@ class NumpyEngine(Engine):
 
     def cast(self, x: Any, plan: Any) -> Any:
         x = np.asarray(x)
+        if not x.dtype.isnative:  # byte-swapped data (a Dask block, say): native order first
+            x = x.astype(x.dtype.newbyteorder("="))
         source, target = plan.source, plan.target
         native = _native.module()
         if native is not None:
