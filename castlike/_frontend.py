@@ -8,6 +8,7 @@ from typing import Any
 import array_api_compat as aac
 import numpy as np
 
+from ._fastpath import cached_cast, remember
 from .backends import Adapter, adapter_for, onnx_type_of_dtype
 from .errors import (
     BackendTypeError,
@@ -190,7 +191,13 @@ def _check_errors(errors: str) -> str:
 
 
 def _run(
-    op: Op, x: Any, target: TypeSpec, options: dict[str, Any], errors: str, like: Any = None
+    op: Op,
+    x: Any,
+    target: TypeSpec,
+    options: dict[str, Any],
+    errors: str,
+    like: Any = None,
+    remember_as: tuple[Any, tuple[Any, ...]] | None = None,
 ) -> Any:
     _check_errors(errors)
     array, scalar = _as_array(x)
@@ -206,6 +213,10 @@ def _run(
         result = strings.cast_strings(array, plan, adapter, errors=errors, like=like)
     else:
         result = adapter.engine().cast(array, plan)
+        if remember_as is not None and array is x:
+            run = adapter.repeat_cast(plan)
+            if run is not None:
+                remember(x, *remember_as, run)
     if scalar and isinstance(result, np.ndarray):
         return result[()]
     return result
@@ -287,9 +298,13 @@ def cast(
     >>> [hex(b) for b in y.view(np.uint8)]
     ['0x1d', '0x7e', '0x7e', '0x7e']
     """
+    simple = (saturate, round_mode, opset, profile, errors)
+    found = cached_cast(x, to, simple)
+    if found is not None:
+        return found
     target = resolve_type(to)
     options = {"saturate": saturate, "round_mode": round_mode, "opset": opset, "profile": profile}
-    return _run(Op.CAST, x, target, options, errors)
+    return _run(Op.CAST, x, target, options, errors, remember_as=(to, simple))
 
 
 def cast_like(

@@ -85,6 +85,11 @@ class Adapter(ABC):
         """An array of this library as a NumPy array of the same ONNX type (bits kept)."""
         raise NotImplementedError
 
+    def repeat_cast(self, plan: Any) -> Any:
+        """A function casting any array of ``plan.source`` as ``plan`` says, with no further
+        validation, for the frontend to reuse on repeated calls; None where there is none."""
+        return None
+
     # -- the engine ---------------------------------------------------------------------------
     def engine(self) -> Engine:
         """The rule engine bound to this adapter (subclasses may return a specialised one)."""

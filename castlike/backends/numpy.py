@@ -113,6 +113,22 @@ class NumpyAdapter(Adapter):
     def engine(self) -> Engine:
         return NumpyEngine(self)
 
+    def repeat_cast(self, plan: Any) -> Any:
+        native = _native.module()
+        if native is None:
+            return None
+        kernel = kernel_for(native, plan.source, plan.target, plan.mode)
+        if kernel is None:
+            return None
+        target = plan.target
+
+        def run(x: np.ndarray) -> np.ndarray:
+            if not x.dtype.isnative:
+                x = x.astype(x.dtype.newbyteorder("="))
+            return _run_kernel(kernel, x, target)
+
+        return run
+
 
 class NumpyEngine(Engine):
     """The shared rules, with NumPy fast paths where NumPy or ml_dtypes already does the rule.

@@ -1,0 +1,51 @@
+"""The repeat-call path of castlike.cast: the same results as the first call, never a shortcut
+past validation."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import castlike
+from castlike import _fastpath
+
+
+@pytest.fixture(autouse=True)
+def _fresh() -> None:
+    _fastpath._CASTS.clear()
+
+
+def test_repeat_calls_equal_the_first_and_return_new_arrays() -> None:
+    x = np.linspace(-500, 500, 101, dtype=np.float32)
+    first = castlike.cast(x, "FLOAT8E4M3FN", saturate=False)
+    assert len(_fastpath._CASTS) == 1
+    again = castlike.cast(x, "FLOAT8E4M3FN", saturate=False)
+    assert again is not first and again.dtype == first.dtype
+    assert again.tobytes() == first.tobytes()
+    again[...] = 0
+    assert castlike.cast(x, "FLOAT8E4M3FN", saturate=False).tobytes() == first.tobytes()
+
+
+def test_options_of_another_type_are_validated_again() -> None:
+    x = np.ones(4, dtype=np.float32)
+    castlike.cast(x, "FLOAT8E4M3FN", saturate=True, opset=19)
+    with pytest.raises(castlike.CastValueError, match="saturate must be True or False"):
+        castlike.cast(x, "FLOAT8E4M3FN", saturate=1, opset=19)  # type: ignore[arg-type]
+    with pytest.raises(castlike.OpsetError):
+        castlike.cast(x, "FLOAT8E4M3FN", saturate=True, opset=19.0)  # type: ignore[arg-type]
+
+
+def test_a_failed_call_is_not_remembered() -> None:
+    x = np.ones(4, dtype=np.float32)
+    for _ in range(2):
+        with pytest.raises(castlike.DisallowedCastError):
+            castlike.cast(x, "FLOAT8E4M3FN", opset=18)
+    assert _fastpath._CASTS == {}
+
+
+def test_dtype_and_byte_order_are_part_of_the_key() -> None:
+    x = np.array([1.5, 300.0, -2.25], dtype=np.float32)
+    castlike.cast(x, "INT8")
+    swapped = x.astype(">f4")
+    assert castlike.cast(swapped, "INT8").tolist() == [1, 127, -2]
+    assert castlike.cast(x.astype(np.float64), "INT8").tolist() == [1, 127, -2]
