@@ -261,6 +261,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
+        castlike.set_num_threads(args.threads)  # the native kernels (CPU tensors) too
     if args.verify_native:
         raise SystemExit(0 if verify_native(24, args.compile) else 1)
     rng = np.random.default_rng(0)
@@ -271,7 +272,7 @@ def main() -> None:
     )
     header = (
         f"{'conversion':34s} {'n':>6s} {'castlike ms':>12s} {'native ms':>10s} {'ratio':>6s}"
-        f"  {'same bits':9s} native sequence; note"
+        f" {'.to ms':>8s} {'vs .to':>7s}  {'same bits':9s} native sequence; note"
     )
     print(header)
     print("-" * len(header))
@@ -287,10 +288,16 @@ def main() -> None:
             return castlike.cast(x, case.target, **options)
 
         native = case.native
+        dtype = adapter_named("torch").native_dtype(spec_of(case.target))
+
+        def plain(x: Any, dtype: Any = dtype) -> Any:
+            return x.to(dtype)
+
         if args.compile:
             torch.compiler.reset()
             ours = torch.compile(ours, fullgraph=True)
             native = torch.compile(native, fullgraph=True)
+            plain = torch.compile(plain, fullgraph=True)
         for size in args.sizes:
             x = make_input(case.source, int(size), rng)
             t_ours = best_of(lambda: ours(x), args.repeat)  # noqa: B023
@@ -303,9 +310,14 @@ def main() -> None:
                 )
                 continue
             same = same_bits_torch(ours(x), native(x), case.target)
+            try:  # plain .to(), whatever its bits (torch may lack the conversion)
+                t_to = best_of(lambda: plain(x), args.repeat)  # noqa: B023
+            except Exception:
+                t_to = float("nan")
             print(
                 f"{label:34s} {size:6.0e} {t_ours * 1e3:12.3f} {t_native * 1e3:10.3f} "
-                f"{t_ours / t_native:6.2f}  {'yes' if same else 'NO':9s} "
+                f"{t_ours / t_native:6.2f} {t_to * 1e3:8.3f} {t_ours / t_to:6.2f}x"
+                f"  {'yes' if same else 'NO':9s} "
                 f"{case.native_text}{'; ' + case.note if case.note else ''}",
                 flush=True,
             )
