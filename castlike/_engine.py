@@ -142,7 +142,9 @@ class Engine:
             # clipping to that bound (itself such a multiple) keeps the low bits; NaN -> 0.
             bound = float(2 ** (fmt.mantissa_bits + 1 + target.bits))
             whole = self.a.clip(whole, -bound, bound)
-            whole = xp.where(xp.isnan(whole), xp.zeros_like(whole), whole)
+            # NaN is the one value unequal to itself; a comparison vectorises everywhere, while
+            # Inductor lowers isnan to a scalar loop.
+            whole = xp.where(whole != whole, xp.zeros_like(whole), whole)
             wide_int = _T.INT64 if bound > 2.0**31 else _T.INT32
             low = self.a.astype(whole, spec_of(wide_int)) & ((1 << target.bits) - 1)
             return self.a.from_bits(xp.astype(low, self.a.uint(8)), target)
@@ -153,7 +155,7 @@ class Engine:
         limit = float(target.int_max + 1)
         high = float(target.int_max) if high_is_exact else _largest_float_below(limit, source)
         out = self.a.astype(self.a.clip(x, float(target.int_min), high), target)
-        out = xp.where(xp.isnan(x), xp.zeros_like(out), out)
+        out = xp.where(x != x, xp.zeros_like(out), out)  # NaN -> 0 (see above on isnan)
         if not high_is_exact:
             out = xp.where(x >= limit, xp.asarray(target.int_max, dtype=out.dtype), out)
         return out
