@@ -3,7 +3,8 @@
 Every backend runs this code (a backend may override a step where its library needs it, never
 the rules).  The shape of the algorithm:
 
-* A source of 16 bits or fewer is cast by one gather from :func:`~castlike._tables.pattern_table`.
+* A source of 16 bits or fewer is cast by one gather from
+  :func:`~castlike.spec.tables.pattern_table`.
 * A wide source (FLOAT, DOUBLE, INT32, UINT32, INT64, UINT64) goes by target kind:
 
   - BOOL: ``x != 0``;
@@ -23,8 +24,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._tables import FLOAT32_CLASS_BITS, float32_class_table, pattern_table
 from .spec.rules import ROUNDED_VIA_FLOAT_TARGETS, WIDE_SOURCES, Mode
+from .spec.tables import FLOAT32_CLASS_BITS, float32_class_table, pattern_table
 from .spec.types import Kind, OnnxType, TypeSpec, spec_of
 
 if TYPE_CHECKING:
@@ -242,7 +243,7 @@ class Engine:
         return self.a.from_bits(bits, _DOUBLE)
 
     def float32_class_index(self, bits32: Any) -> Any:
-        """Index into :func:`~castlike._tables.float32_class_table` for FLOAT bits."""
+        """Index into :func:`~castlike.spec.tables.float32_class_table` for FLOAT bits."""
         xp = self.xp
         sticky = xp.astype((bits32 & _STICKY_MASK) != 0, bits32.dtype)
         return ((bits32 >> FLOAT32_CLASS_BITS) << 1) | sticky

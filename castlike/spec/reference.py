@@ -343,12 +343,12 @@ def _to_integer(value: Exact, source: TypeSpec, target: TypeSpec, mode: Mode) ->
 def _cast(value: Exact, source: TypeSpec, target: TypeSpec, mode: Mode) -> _Result:
     if not target.is_numeric:
         raise TypeError("the oracle's string rules live in castlike.strings")
-    t = OnnxType(target.code)
+    t = target.code
     if (
         mode.profile.rules.wide_sources_via_float
         and source.code in WIDE_SOURCES
         and t in ROUNDED_VIA_FLOAT_TARGETS
-        and t is not OnnxType.FLOAT8E8M0  # the helper does its own FLOAT conversion
+        and t != OnnxType.FLOAT8E8M0  # the helper does its own FLOAT conversion
     ):
         value = _to_ieee(value, _FLOAT.fmt)
     if target.kind is Kind.FLOAT:
