@@ -89,14 +89,9 @@ class Engine:
     ) -> Any:
         """float8, float4, float6 and FLOAT8E8M0 targets: FLOAT bits, then the class table."""
         t = _T(target.code)
+        # FLOAT8E8M0 judges range on x itself (R6): rounded to odd, every DOUBLE beyond 2**127
+        # stays beyond it (those beyond FLOAT's range become FLOAT's max), so no special case.
         bits32 = self.float32_bits(x, source, odd=odd)
-        if t is _T.FLOAT8E8M0 and source.code == _T.DOUBLE and odd:
-            # FLOAT8E8M0 reaches 2**127, so it must tell [2**127, 2**128) from >= 2**128, which
-            # FLOAT rounded to odd cannot (both end at FLOAT's max).  Beyond 2**128 every
-            # round_mode lands above E8M0's range, which R6 treats exactly as Inf.
-            xp = self.xp
-            huge = xp.abs(x) >= 2.0**128
-            bits32 = xp.where(huge, (bits32 & 0x80000000) | 0x7F800000, bits32)
         out = self.a.take(self.class_table(target, mode, x), self.float32_class_index(bits32))
         if t is _T.FLOAT8E8M0 and not odd and source.code != _T.FLOAT:
             # R6 [castlike]: x < 0 -> NaN in every profile, even when x rounded to -0.0 in FLOAT.

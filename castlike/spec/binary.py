@@ -247,8 +247,9 @@ def _to_e8m0(values: BinaryValues, mode: Mode) -> np.ndarray:
             k = log2
         else:  # nearest: up from 1.5 * 2**log2 on, i.e. when the bit below the top is set
             k = log2 + ((length >= 2) & ((sig >> np.maximum(length - 2, 0)) & 1 == 1))
-        # Range is judged after rounding.
-        above, below = k > 127, k < -127
+        # Range is judged on x itself, in every round_mode.
+        above = (log2 > 127) | ((log2 == 127) & ~exact)
+        below = log2 < -127
         out = np.where(above, highest if mode.saturate else nan, k + 127)
         out = np.where(below, lowest if mode.saturate else nan, out)
         out = np.where(values.zero, lowest if mode.saturate else nan, out)

@@ -272,15 +272,17 @@ def _to_e8m0(value: Exact, target: TypeSpec, mode: Mode) -> _Result:
         if mode.saturate:
             return _Result(highest, "R6 Inf -> 2^127 (saturate)", None, value)
         return _Result(nan, "R6 Inf -> NaN (no saturate)", None, value)
+    # Range is judged on x itself, before rounding, in every round_mode: the Cast-24 table
+    # writes "x > E8M0_MAX" and "x < E8M0_MIN" with a plain x.
+    if value.magnitude < fmt.min_normal:
+        if mode.saturate:
+            return _Result(lowest, "R6 x < 2^-127 -> 2^-127 (saturate)", None, value)
+        return _Result(nan, "R6 x < 2^-127 -> NaN (no saturate)", None, value)
+    if value.magnitude > fmt.max_value:
+        if mode.saturate:
+            return _Result(highest, "R6 x > 2^127 -> 2^127 (saturate)", None, value)
+        return _Result(nan, "R6 x > 2^127 -> NaN (no saturate)", None, value)
     rounding = _round_e8m0(value.magnitude, mode.round_mode)
-    if rounding.result < fmt.min_normal:
-        if mode.saturate:
-            return _Result(lowest, "R6 below range -> 2^-127 (saturate)", rounding, value)
-        return _Result(nan, "R6 below range -> NaN (no saturate)", rounding, value)
-    if rounding.result > fmt.max_value:
-        if mode.saturate:
-            return _Result(highest, "R6 above range -> 2^127 (saturate)", rounding, value)
-        return _Result(nan, "R6 above range -> NaN (no saturate)", rounding, value)
     return _Result(
         encode(rounding.result, False, fmt), f"R6 round {mode.round_mode.value}", rounding, value
     )
