@@ -123,20 +123,39 @@ def double_class_table(target: TypeSpec, mode: Mode) -> np.ndarray:
 
     _check_class_target(target)
     mode = mode.effective_for(target)
-    index = np.arange(1 << (64 - DOUBLE_CLASS_BITS + 1), dtype=np.uint64)
+    # Index layout: sign, 11 exponent bits, then the kept mantissa bits and the sticky bit
+    # ("low" bits); FLOAT's classes are sign, 8 exponent bits and the same low bits.
+    low = CLASS_MANTISSA_BITS + 1
+    floats = float32_class_table(target, mode).reshape(2, 256, 1 << low)
+    table = np.empty((2, 2048, 1 << low), dtype=np.uint8)
+    # FLOAT's normal range: rounding to odd keeps the class's bits, only the bias moves.
+    table[:, 1023 - 126 : 1023 + 128] = floats[:, 1:255]
+    # Beyond it: FLOAT's max rounded to odd (its class: exponent 254, every low bit set) ...
+    beyond = floats[:, 254, -1]
+    if target.code == _T.FLOAT8E8M0:
+        # ... except that R6 judges range on x itself: every |x| >= 2**128 is above range, as
+        # Inf is, and takes Inf's entry (the spec rule gives FLOAT's max the same result;
+        # the onnx helper of the reference profiles sees these values as Inf after FLOAT
+        # rounding).
+        beyond = floats[:, 255, 0]
+    table[:, 1023 + 128 : 2047] = beyond[:, None, None]
+    table[:, 2047, 0] = floats[:, 255, 0]  # Inf
+    table[:, 2047, 1:] = floats[:, 255, 1:2]  # NaN (every NaN class has the same entry)
+    # Below 2**-149 (FLOAT's smallest subnormal) every nonzero DOUBLE rounds to odd into
+    # that smallest subnormal, whose class is 1; the zero class is 0.
+    tiny = 1023 - 149
+    table[:, :tiny] = floats[:, 0, 1][:, None, None]
+    table[:, 0, 0] = floats[:, 0, 0]
+    # FLOAT's subnormals: rounding to odd computed on the representatives.
+    first, count = tiny << low, (1023 - 126 - tiny) << low
+    positive = np.arange(first, first + count, dtype=np.uint64)
+    index = np.concatenate([positive, positive | np.uint64(1 << (11 + low))])  # sign bit
     one = np.uint64(1)
     representatives = ((index >> one) << np.uint64(DOUBLE_CLASS_BITS)) | (index & one)
     odd = _double_to_float_odd(representatives)
-    if target.code == _T.FLOAT8E8M0:
-        # R6 judges range on x itself: every |x| >= 2**128 is above range, as Inf is, and
-        # takes Inf's entry (the spec rule gives FLOAT's max, odd, the same result; the onnx
-        # helper of the reference profiles sees these values as Inf after FLOAT rounding).
-        huge = (representatives & np.uint64(0x7FFFFFFFFFFFFFFF)) >= np.uint64(0x47F0000000000000)
-        nan = (representatives & np.uint64(0x7FFFFFFFFFFFFFFF)) > np.uint64(0x7FF0000000000000)
-        infinity = (odd & np.uint32(0x80000000)) | np.uint32(0x7F800000)
-        odd = np.where(huge & ~nan, infinity, odd)
-    table = float32_class_table(target, mode)[float32_class_index(odd)]
-    return _read_only(np.ascontiguousarray(table))
+    subnormal = float32_class_table(target, mode)[float32_class_index(odd)]
+    table[:, tiny : 1023 - 126] = subnormal.reshape(2, -1, 1 << low)
+    return _read_only(table.reshape(-1))
 
 
 def _double_to_float_odd(bits64: np.ndarray) -> np.ndarray:
@@ -148,19 +167,18 @@ def _double_to_float_odd(bits64: np.ndarray) -> np.ndarray:
     negative = (b >> np.uint64(63)).astype(np.uint32) << np.uint32(31)
     field = ((b >> np.uint64(52)) & np.uint64(0x7FF)).astype(np.int64)
     mantissa = (b & np.uint64((1 << 52) - 1)).astype(np.int64)
-    normal = field != 0
-    sig = np.where(normal, mantissa | (1 << 52), mantissa)
-    exponent = np.where(normal, field - 1075, -1074)
-    length = np.frexp(sig.astype(np.float64))[1].astype(np.int64)  # exact: sig < 2**53
-    log2 = length - 1 + exponent
-    quantum = np.maximum(log2, -126) - 23
-    shift = np.minimum(quantum - exponent, 63)  # >= 29 for every DOUBLE (53 > 24 bits)
+    # A normal DOUBLE is (2**52 + mantissa) * 2**(field - 1075), with log2 = field - 1023.
+    quantum = np.maximum(field - 1023, -126) - 23  # FLOAT's last kept bit
+    shift = np.minimum(quantum - (field - 1075), 63)  # >= 29: DOUBLE has 29 more bits
+    sig = mantissa | (1 << 52)
     kept = sig >> shift
     sticky = (sig & ((np.int64(1) << shift) - 1)) != 0
-    code = ((quantum + 23 + 127 - 1) << 23) + (kept | sticky)
-    code = np.where(sig == 0, 0, np.minimum(code, 0x7F7FFFFF))
-    special = field == 0x7FF
-    code = np.where(special, np.where(mantissa != 0, 0x7FC00001, 0x7F800000), code)
+    # The encoding grows with the value; a FLOAT subnormal has quantum + 149 == 0.
+    code = ((quantum + 149) << 23) + (kept | sticky)
+    code = np.where(field >= 1023 + 128, 0x7F7FFFFF, code)  # beyond FLOAT: max, odd
+    code = np.where(field == 0, (mantissa != 0).astype(np.int64), code)  # < 2**-1022
+    special = np.where(mantissa != 0, 0x7FC00001, 0x7F800000)
+    code = np.where(field == 0x7FF, special, code)
     return code.astype(np.uint32) | negative
 
 
