@@ -16,6 +16,14 @@ from castlike.spec import binary, tables
 from castlike.spec.reference import cast_bits
 from castlike.spec.rules import Mode, Profile, RoundMode, canonical_mode
 from castlike.spec.types import TYPES, FloatFormat, Kind, OnnxType, Special, TypeSpec, spec_of
+from castlike.testing import (
+    OracleJob,
+    curated_inputs,
+    exhaustive_inputs,
+    oracle_bits,
+    precompute,
+    random_inputs,
+)
 
 T = spec_of
 NUMERIC = [t for t in TYPES.values() if t.is_numeric]
@@ -110,11 +118,32 @@ def test_decode_equals_the_oracle() -> None:
                 assert value == exact.magnitude and values.negative[i] == exact.negative, (t, p)
 
 
-def test_wide_sources_are_refused() -> None:
-    for name in ("DOUBLE", "INT32", "UINT64", "STRING"):
-        assert not binary.supports_source(T(name))
-        with pytest.raises(ValueError, match=name):
-            binary.decode_patterns(np.zeros(1, np.int64), T(name))
+def test_every_numeric_source_is_decoded_and_strings_are_refused() -> None:
+    assert all(binary.supports_source(t) for t in NUMERIC)
+    assert not binary.supports_source(T("STRING"))
+    with pytest.raises(ValueError, match="STRING"):
+        binary.decode_patterns(np.zeros(1, np.int64), T("STRING"))
+    wider = TypeSpec("FLOAT80ISH", 1002, Kind.FLOAT, 80, FloatFormat(15, 63, 16383, Special.IEEE))
+    assert not binary.supports_source(wider)  # significands beyond 53 bits
+
+
+@pytest.mark.parametrize("target", NUMERIC, ids=lambda t: t.name)
+@pytest.mark.parametrize("source", [t for t in NUMERIC if t.bits > 16], ids=lambda t: t.name)
+def test_integer_rules_equal_the_oracle_on_wide_sources(source: TypeSpec, target: TypeSpec) -> None:
+    """FLOAT, DOUBLE and the 32/64-bit integers: a sample of the curated inputs (ties, +-max,
+    2**24/2**53/2**63/2**64 neighbours, subnormals, NaN payloads) and random patterns."""
+    from castlike.backends.numpy import ADAPTER
+
+    curated = curated_inputs(source)
+    picked = np.unique(np.r_[0 : curated.size : 7, curated.size - 40 : curated.size])
+    inputs = np.concatenate([curated[picked], random_inputs(source, 200, 11)])
+    patterns = ADAPTER.bits(inputs, source)
+    for mode in _distinct_modes(source, target):
+        got = binary.cast_patterns(patterns, source, target, mode)
+        want = _oracle(patterns, source, target, mode)
+        assert np.array_equal(got, want), _first_difference(
+            patterns, got, want, source, target, mode
+        )
 
 
 # -- the tables --------------------------------------------------------------------------------
@@ -275,3 +304,46 @@ def test_the_spec_imports_no_array_library() -> None:
                 assert name.partition(".")[0] in sys.stdlib_module_names | {"__future__"}, (
                     f"{path.name} imports {name} at module level"
                 )
+
+
+# -- the integer rules are the oracle's fast path: equal to the Fraction oracle everywhere ------
+
+
+@pytest.fixture(scope="module")
+def fraction_answers(oracle_cache: Path) -> Path:
+    """The Fraction oracle's answers for every pattern of every source of 16 bits or fewer,
+    computed once per cache (the tests of every backend compare with the integer rules)."""
+    jobs = [
+        OracleJob(s, t, m, "all", exact="fraction")
+        for s in SOURCES
+        for t in NUMERIC
+        for m in _distinct_modes(s, t)
+    ]
+    precompute(jobs, oracle_cache)
+    return oracle_cache
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target", NUMERIC, ids=lambda t: t.name)
+@pytest.mark.parametrize("source", SOURCES, ids=lambda t: t.name)
+def test_integer_rules_equal_the_fraction_oracle_on_every_pattern(
+    source: TypeSpec, target: TypeSpec, fraction_answers: Path
+) -> None:
+    inputs = exhaustive_inputs(source)
+    patterns = np.arange(1 << source.bits, dtype=np.int64)
+    for mode in _distinct_modes(source, target):
+        want = oracle_bits(
+            source,
+            target,
+            mode,
+            inputs,
+            cache_dir=fraction_answers,
+            cache_key="all",
+            exact="fraction",
+        )
+        got = binary.cast_patterns(patterns, source, target, mode)
+        assert np.array_equal(got, want), _first_difference(
+            patterns, got, want, source, target, mode
+        )
+        fast = oracle_bits(source, target, mode, inputs)  # what the backend tests compare with
+        assert np.array_equal(fast, want)

@@ -5,12 +5,16 @@
 bits for whole arrays of bit patterns, fast enough to build every lookup table on first use
 (:mod:`castlike.spec.tables`) and to answer the exhaustive tests in seconds.
 
-It stays exact because every value it handles is binary: a pattern of a float format of at most
-24 significant bits, or an integer of at most 16 bits, is ``(-1)**s * m * 2**e`` with integer
-``m < 2**24``, and every rule of R3-R8 (rounding at a precision, the range, the special
-encodings) is then integer arithmetic on ``m`` and ``e``.  No floating-point operation touches
-a value.  ``tests/test_tables.py`` holds it to :func:`~castlike.spec.reference.cast_bits` on
-every pattern of every source of 16 bits or fewer and on every FLOAT class, in every mode.
+It stays exact because every value it handles is binary: a pattern of any float format, or an
+integer, is ``(-1)**s * m * 2**e`` with integers ``m`` and ``e``, and every rule of R3-R8
+(rounding at a precision, the range, the special encodings) is then integer arithmetic on
+``m`` and ``e`` in int64.  Significands stay below 2**62: DOUBLE's have 53 bits, and a 64-bit
+integer beyond 2**62 is first rounded to odd at 62 bits, which keeps every rounding to 60 bits
+or fewer (DOUBLE's 53 included) and every power-of-two test exact; the integer rules (R8)
+read such integers' own bits.  No floating-point operation touches a value.
+``tests/test_tables.py`` holds it to :func:`~castlike.spec.reference.cast_bits` on every
+pattern of every source of 16 bits or fewer (all of them, in the slow tier), on every FLOAT
+class and on the curated and random inputs of the wide types, in every mode.
 
 Importing this module needs the standard library only, like the rest of :mod:`castlike.spec`;
 NumPy is imported by the functions that compute (see :mod:`castlike.spec.tables` for why).
@@ -21,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .rules import Action, Mode, RoundMode, overflow_rule
+from .rules import ROUNDED_VIA_FLOAT_TARGETS, WIDE_SOURCES, Action, Mode, RoundMode, overflow_rule
 from .types import FloatFormat, Kind, OnnxType, Special, TypeSpec, spec_of
 
 if TYPE_CHECKING:
@@ -32,17 +36,19 @@ __all__ = ["BinaryValues", "cast_patterns", "decode_patterns", "supports_source"
 _T = OnnxType
 _FLOAT = spec_of(_T.FLOAT)
 #: Significands up to this many bits keep every intermediate below 2**62 in int64.
-_MAX_SIGNIFICAND_BITS = 24
+_MAX_SIGNIFICAND_BITS = 53
+#: Integers wider than this are rounded to odd at this many bits first (see module doc).
+_INTEGER_BITS = 62
 
 
 def supports_source(source: TypeSpec) -> bool:
-    """Whether :func:`cast_patterns` handles ``source``: FLOAT and every numeric type of 16
-    bits or fewer (the sources of every lookup table and of the exhaustive tests)."""
+    """Whether :func:`cast_patterns` handles ``source``: every numeric type (float formats of
+    up to 53 significant bits, integers of up to 64 bits)."""
     if not source.is_numeric:
         return False
     if source.is_float:
         return source.fmt.mantissa_bits + 1 <= _MAX_SIGNIFICAND_BITS
-    return source.bits <= 16
+    return source.bits <= 64
 
 
 @dataclass(frozen=True)
@@ -51,10 +57,12 @@ class BinaryValues:
     where ``finite``; ``inf`` and ``nan`` mark the others (their significand is 0)."""
 
     negative: np.ndarray  # bool
-    significand: np.ndarray  # int64, 0 <= significand < 2**24
+    significand: np.ndarray  # int64, 0 <= significand < 2**62
     exponent: np.ndarray  # int64
     inf: np.ndarray  # bool
     nan: np.ndarray  # bool
+    #: Integer sources: the exact magnitude (uint64), for the rules that keep low bits (R8).
+    integer: np.ndarray | None = None
 
     @property
     def finite(self) -> np.ndarray:
@@ -72,18 +80,20 @@ def decode_patterns(patterns: Any, t: TypeSpec) -> BinaryValues:
 
     if not supports_source(t):
         raise ValueError(f"no exact integer decoding for {t.name}")
-    p = np.asarray(patterns).astype(np.int64) & ((1 << t.bits) - 1)
+    if not t.is_float:
+        return _decode_integers(np.asarray(patterns), t)
+    p = np.asarray(patterns).astype(np.uint64).astype(np.int64)  # float bits: < 2**64
+    if t.bits < 64:
+        p &= (1 << t.bits) - 1
     false = np.zeros(p.shape, dtype=bool)
-    zero = np.zeros(p.shape, dtype=np.int64)
-    if t.kind in (Kind.BOOL, Kind.UNSIGNED):
-        return BinaryValues(false, p, zero, false, false)
-    if t.kind is Kind.SIGNED:
-        value = np.where(p >> (t.bits - 1) != 0, p - (1 << t.bits), p)
-        return BinaryValues(value < 0, np.abs(value), zero, false, false)
     fmt = t.fmt
     m = fmt.mantissa_bits
-    negative = (p & fmt.sign_mask) != 0
-    magnitude = p & ~fmt.sign_mask
+    if t.bits == 64:  # the sign bit does not fit int64 arithmetic: split it off first
+        negative = p < 0
+        magnitude = p & 0x7FFFFFFFFFFFFFFF
+    else:
+        negative = (p & fmt.sign_mask) != 0
+        magnitude = p & ~fmt.sign_mask
     field = magnitude >> m
     mantissa = magnitude & ((1 << m) - 1)
     all_ones = (1 << fmt.exponent_bits) - 1
@@ -111,6 +121,37 @@ def decode_patterns(patterns: Any, t: TypeSpec) -> BinaryValues:
     return BinaryValues(negative, significand, exponent, inf, nan)
 
 
+def _decode_integers(patterns: np.ndarray, t: TypeSpec) -> BinaryValues:
+    import numpy as np
+
+    u = patterns.astype(np.uint64)
+    if t.bits < 64:
+        u &= np.uint64((1 << t.bits) - 1)
+    if t.kind is Kind.SIGNED:
+        negative = (u >> np.uint64(t.bits - 1)) & np.uint64(1) != 0
+        with np.errstate(over="ignore"):
+            wrapped = np.uint64(1 << t.bits) - u if t.bits < 64 else np.uint64(0) - u
+        magnitude = np.where(negative, wrapped, u)
+    else:
+        negative, magnitude = np.zeros(u.shape, dtype=bool), u
+    false = np.zeros(u.shape, dtype=bool)
+    # Round to odd at 62 bits where wider: keep the top bits, OR the lost ones into the last.
+    length = _bit_length_u64(magnitude)
+    drop = np.maximum(length - _INTEGER_BITS, 0).astype(np.uint64)
+    lost = (magnitude & ((np.uint64(1) << drop) - np.uint64(1))) != 0
+    significand = ((magnitude >> drop) | lost).astype(np.int64)
+    return BinaryValues(negative, significand, drop.astype(np.int64), false, false, magnitude)
+
+
+def _bit_length_u64(n: np.ndarray) -> np.ndarray:
+    """Bits of each uint64 (exact: the top 53 bits are converted when there are more)."""
+    import numpy as np
+
+    big = n >= np.uint64(1 << 53)
+    top = np.where(big, n >> np.uint64(11), n)
+    return np.frexp(top.astype(np.float64))[1].astype(np.int64) + np.where(big, 11, 0)
+
+
 def cast_patterns(patterns: Any, source: TypeSpec, target: TypeSpec, mode: Mode) -> np.ndarray:
     """Bits (uint64) of every ``source`` pattern cast to ``target`` under ``mode``: elementwise
     equal to :func:`castlike.spec.reference.cast_bits`, for every source that
@@ -119,9 +160,14 @@ def cast_patterns(patterns: Any, source: TypeSpec, target: TypeSpec, mode: Mode)
 
     if not target.is_numeric:
         raise TypeError("the oracle's string rules live in castlike.strings")
-    # No wide source is accepted, so the profiles' rounding of wide sources through FLOAT
-    # (R12) never applies here.
     values = decode_patterns(patterns, source)
+    if (
+        mode.profile.rules.wide_sources_via_float
+        and source.code in WIDE_SOURCES
+        and target.code in ROUNDED_VIA_FLOAT_TARGETS
+        and target.code != _T.FLOAT8E8M0  # the helper does its own FLOAT conversion
+    ):
+        values = _via_float(values)
     if target.is_float:
         if target.fmt.special is Special.E8M0:
             out = _to_e8m0(values, mode)
@@ -136,18 +182,17 @@ def cast_patterns(patterns: Any, source: TypeSpec, target: TypeSpec, mode: Mode)
 
 
 def _bit_length(n: np.ndarray) -> np.ndarray:
-    """Bits of each non-negative int64 below 2**53 (0 for 0).  ``frexp`` of an integer that
-    a double holds exactly returns its exact binary exponent."""
+    """Bits of each non-negative int64 (0 for 0), exactly."""
     import numpy as np
 
-    return np.frexp(n.astype(np.float64))[1].astype(np.int64)
+    return _bit_length_u64(n.astype(np.uint64))
 
 
 def _shift_right_rounded(n: np.ndarray, shift: np.ndarray, how: str) -> np.ndarray:
     """``n / 2**shift`` (``n >= 0``, ``shift >= 0``) rounded "half_even" or "toward_zero"."""
     import numpy as np
 
-    s = np.minimum(shift, 62)  # n < 2**62: shifting further leaves 0 and all of n as remainder
+    s = np.minimum(shift, 63)  # n < 2**62: shifting further leaves 0 and all of n as remainder
     q = n >> s
     if how == "toward_zero":
         return q
@@ -176,8 +221,23 @@ def _round_code(values: BinaryValues, fmt: FloatFormat) -> np.ndarray:
     return ((quantum + m + fmt.bias - 1) << m) + n
 
 
+def _via_float(values: BinaryValues) -> BinaryValues:
+    """The values rounded to nearest FLOAT, beyond its range to +-Inf (R12's first rounding)."""
+    import numpy as np
+
+    fmt = _FLOAT.fmt
+    code = _round_code(values, fmt)
+    finite = values.finite & (values.significand != 0)
+    overflow = finite & (code > fmt.max_bits)
+    code = np.where(finite & ~overflow, code, 0)
+    field, mantissa = code >> 23, code & ((1 << 23) - 1)
+    significand = np.where(field != 0, mantissa | (1 << 23), mantissa)
+    exponent = np.where(field != 0, field - 150, -149)
+    return BinaryValues(values.negative, significand, exponent, values.inf | overflow, values.nan)
+
+
 def _float_bits_of(values: BinaryValues) -> np.ndarray:
-    """FLOAT bits of the magnitudes (exact: every supported value is a FLOAT value)."""
+    """FLOAT bits of the magnitudes (values that FLOAT holds exactly; see _via_float)."""
     import numpy as np
 
     code = _round_code(values, _FLOAT.fmt)
@@ -208,7 +268,8 @@ def _to_float(values: BinaryValues, target: TypeSpec, mode: Mode) -> np.ndarray:
     rule = overflow_rule(target, mode)
     zero = sign if fmt.has_negative_zero else np.zeros_like(sign)
     if rules.bfloat16 == "truncate" and target.code == _T.BFLOAT16:
-        rounded = sign | (_float_bits_of(values) >> 16)  # R12 legacy: FLOAT's upper half
+        values = _via_float(values)  # R12 legacy: FLOAT's upper half (Inf beyond FLOAT)
+        rounded = sign | (_float_bits_of(values) >> 16)
     else:
         code = _round_code(values, fmt)
         rounded = np.where(code > fmt.max_bits, _act(rule.overflow, fmt, neg), sign | code)
@@ -263,6 +324,7 @@ def _onnx_e8m0_helper(values: BinaryValues, mode: Mode) -> np.ndarray:
     """``onnx.numpy_helper.to_float8e8m0`` on the FLOAT bits of the magnitudes (R12)."""
     import numpy as np
 
+    values = _via_float(values)
     f_bits = _float_bits_of(values)
     exponent = f_bits >> 23
     if mode.round_mode is RoundMode.NEAREST:
@@ -292,7 +354,10 @@ def _to_integer(values: BinaryValues, source: TypeSpec, target: TypeSpec, mode: 
         how = "half_even" if rules.sub_byte_rounding == "half_even" else "toward_zero"
     else:
         how = "toward_zero"
-    magnitude, huge = _integer_magnitude(values, how)
+    if values.integer is not None:  # integer sources: their exact magnitude
+        magnitude, huge = values.integer, np.zeros(values.integer.shape, dtype=bool)
+    else:
+        magnitude, huge = _integer_magnitude(values, how)
     lo, hi = target.int_min, target.int_max
     saturating = (not target.is_sub_byte and source.is_float) or (
         target.is_sub_byte and rules.sub_byte_range == "saturate"

@@ -4,6 +4,11 @@ Given an exact value (a rational number, +-0, +-Inf or NaN) and a target type, i
 target's bits by the rules, using integer and :class:`fractions.Fraction` arithmetic only, no
 floating point.  It is slow and obvious on purpose: the fast array paths are tested against it,
 and ``castlike explain`` prints its reasoning.
+
+:mod:`castlike.spec.binary` is its fast counterpart for whole arrays of bit patterns (exact
+integer arithmetic on ``m * 2**e``): it builds the lookup tables and answers the exhaustive
+tests and ``castlike parity``, and the tests hold it to this module on every pattern of every
+type of 16 bits or fewer and on the curated inputs of the wider ones.
 """
 
 from __future__ import annotations
