@@ -3,7 +3,8 @@
 Every backend runs this code (a backend may override a step where its library needs it, never
 the rules).  The shape of the algorithm:
 
-* A source of 16 bits or fewer is cast by one gather from :func:`~castlike._tables.pattern_table`.
+* A source of 16 bits or fewer is cast by one gather from
+  :func:`~castlike.spec.tables.pattern_table`.
 * A wide source (FLOAT, DOUBLE, INT32, UINT32, INT64, UINT64) goes by target kind:
 
   - BOOL: ``x != 0``;
@@ -23,8 +24,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._tables import FLOAT32_CLASS_BITS, float32_class_table, pattern_table
 from .spec.rules import ROUNDED_VIA_FLOAT_TARGETS, WIDE_SOURCES, Mode
+from .spec.tables import FLOAT32_CLASS_BITS, float32_class_table, pattern_table
 from .spec.types import Kind, OnnxType, TypeSpec, spec_of
 
 if TYPE_CHECKING:
@@ -88,14 +89,9 @@ class Engine:
     ) -> Any:
         """float8, float4, float6 and FLOAT8E8M0 targets: FLOAT bits, then the class table."""
         t = _T(target.code)
+        # FLOAT8E8M0 judges range on x itself (R6): rounded to odd, every DOUBLE beyond 2**127
+        # stays beyond it (those beyond FLOAT's range become FLOAT's max), so no special case.
         bits32 = self.float32_bits(x, source, odd=odd)
-        if t is _T.FLOAT8E8M0 and source.code == _T.DOUBLE and odd:
-            # FLOAT8E8M0 reaches 2**127, so it must tell [2**127, 2**128) from >= 2**128, which
-            # FLOAT rounded to odd cannot (both end at FLOAT's max).  Beyond 2**128 every
-            # round_mode lands above E8M0's range, which R6 treats exactly as Inf.
-            xp = self.xp
-            huge = xp.abs(x) >= 2.0**128
-            bits32 = xp.where(huge, (bits32 & 0x80000000) | 0x7F800000, bits32)
         out = self.a.take(self.class_table(target, mode, x), self.float32_class_index(bits32))
         if t is _T.FLOAT8E8M0 and not odd and source.code != _T.FLOAT:
             # R6 [castlike]: x < 0 -> NaN in every profile, even when x rounded to -0.0 in FLOAT.
@@ -244,7 +240,7 @@ class Engine:
         return self.a.from_bits(bits, _DOUBLE)
 
     def float32_class_index(self, bits32: Any) -> Any:
-        """Index into :func:`~castlike._tables.float32_class_table` for FLOAT bits."""
+        """Index into :func:`~castlike.spec.tables.float32_class_table` for FLOAT bits."""
         xp = self.xp
         sticky = xp.astype((bits32 & _STICKY_MASK) != 0, bits32.dtype)
         return ((bits32 >> FLOAT32_CLASS_BITS) << 1) | sticky

@@ -22,11 +22,13 @@ import numpy as np
 
 from .backends.numpy import ADAPTER as NUMPY
 from .backends.numpy import NUMPY_DTYPES
+from .spec import binary
 from .spec.reference import cast_bits, decode
 from .spec.rules import Mode, Profile, RoundMode, canonical_mode
 from .spec.types import TYPES, OnnxType, Special, TypeSpec
 
 __all__ = [
+    "EXACT_METHODS",
     "Mismatch",
     "all_modes",
     "assert_cast_equal",
@@ -37,6 +39,7 @@ __all__ = [
     "oracle_bits",
     "random_inputs",
     "to_host",
+    "uses_integer_rules",
 ]
 
 _T = OnnxType
@@ -198,15 +201,18 @@ def random_inputs(t: TypeSpec, n: int, seed: int) -> np.ndarray:
 # -- oracle ------------------------------------------------------------------------------------
 
 
+#: The modules the oracle's numeric answers depend on (not the string rules, R9, nor the
+#: tables built from the rules, which are what the cached answers test).
+_ORACLE_MODULES = ("types.py", "rules.py", "reference.py", "binary.py")
+
+
 @lru_cache(maxsize=1)
 def _spec_fingerprint() -> str:
-    """Hash of the spec's source: cached oracle answers are invalid once the rules change."""
+    """Hash of the oracle's source: cached answers are invalid once the rules change."""
     here = Path(__file__).parent / "spec"
     digest = hashlib.sha256()
-    for path in sorted(here.glob("*.py")):
-        if path.name == "strings.py":
-            continue  # the string rules (R9) do not change the numeric answers cached here
-        digest.update(path.read_bytes())
+    for name in _ORACLE_MODULES:
+        digest.update((here / name).read_bytes())
     return digest.hexdigest()[:16]
 
 
@@ -219,6 +225,21 @@ def default_cache_dir() -> Path:
     return Path(base) / "castlike"
 
 
+#: How :func:`oracle_bits` computes: "auto" takes the exact integer rules
+#: (:mod:`castlike.spec.binary`) for the sources they cover (FLOAT and every type of 16 bits
+#: or fewer) and the Fraction oracle for the others; "fraction" always takes the Fraction
+#: oracle (:func:`castlike.spec.reference.cast_bits`), which the tests hold the integer rules
+#: to on every pattern.
+EXACT_METHODS = ("auto", "fraction")
+
+
+def uses_integer_rules(source: TypeSpec, exact: str = "auto") -> bool:
+    """Whether :func:`oracle_bits` answers ``source`` with the integer rules."""
+    if exact not in EXACT_METHODS:
+        raise ValueError(f"exact must be one of {EXACT_METHODS}, got {exact!r}")
+    return exact == "auto" and binary.supports_source(source)
+
+
 def oracle_bits(
     source: TypeSpec,
     target: TypeSpec,
@@ -227,27 +248,33 @@ def oracle_bits(
     *,
     cache_dir: Path | None = None,
     cache_key: str | None = None,
+    exact: str = "auto",
 ) -> np.ndarray:
     """The oracle's result bits (uint64) for every element of the NumPy array ``inputs``.
 
-    With ``cache_dir`` and ``cache_key`` the answers are stored on disk, keyed by the spec's
+    ``exact`` says how (:data:`EXACT_METHODS`): the two ways give the same bits.  With
+    ``cache_dir`` and ``cache_key`` the answers are stored on disk, keyed by the oracle's
     fingerprint, the pair and the canonical mode, so that later runs and other backends reuse
     them.
     """
     mode = canonical_mode(mode, source, target)
+    integers = uses_integer_rules(source, exact)
     path = None
     if cache_dir is not None and cache_key is not None:
-        path = _cache_path(cache_dir, source, target, mode, cache_key)
+        path = _cache_path(cache_dir, source, target, mode, cache_key, exact)
         if path.exists():
             cached: np.ndarray = np.load(path)
             if cached.shape == (inputs.size,):
                 return cached
     flat = NUMPY.bits(np.ascontiguousarray(inputs).reshape(-1), source)
-    out = np.fromiter(
-        (cast_bits(int(b), source, target, mode) for b in flat),
-        dtype=np.uint64,
-        count=flat.size,
-    )
+    if integers:
+        out = binary.cast_patterns(flat, source, target, mode)
+    else:
+        out = np.fromiter(
+            (cast_bits(int(b), source, target, mode) for b in flat),
+            dtype=np.uint64,
+            count=flat.size,
+        )
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp.npy")
@@ -264,6 +291,8 @@ class OracleJob:
     target: TypeSpec
     mode: Mode
     cache_key: str
+    #: How to compute (see :data:`EXACT_METHODS`).
+    exact: str = "auto"
 
 
 def inputs_for(source: TypeSpec, cache_key: str) -> np.ndarray:
@@ -287,6 +316,7 @@ def _run_job(job: OracleJob, cache_dir: Path) -> None:
         inputs_for(job.source, job.cache_key),
         cache_dir=cache_dir,
         cache_key=job.cache_key,
+        exact=job.exact,
     )
 
 
@@ -300,32 +330,46 @@ def precompute(
 ) -> None:
     """Fill the oracle cache for ``jobs`` (deduplicated by canonical mode), in parallel.
 
-    ``progress(done, total)`` is called as tables are computed (``total`` counts only the
-    missing ones).  ``start_method`` is the worker processes' multiprocessing start method
-    (``"spawn"`` where the caller has imported a multithreaded library such as JAX, which
-    must not be forked; None picks ``"spawn"`` once JAX is imported, the platform's default
-    otherwise).
+    Jobs the integer rules answer take milliseconds each and run here; the Fraction oracle's
+    run in worker processes.  ``progress(done, total)`` is called as tables are computed
+    (``total`` counts only the missing ones).  ``start_method`` is the worker processes'
+    multiprocessing start method (``"spawn"`` where the caller has imported a multithreaded
+    library such as JAX, which must not be forked; None picks ``"spawn"`` once JAX is
+    imported, the platform's default otherwise).
     """
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
     unique = {
-        OracleJob(j.source, j.target, canonical_mode(j.mode, j.source, j.target), j.cache_key)
+        OracleJob(
+            j.source, j.target, canonical_mode(j.mode, j.source, j.target), j.cache_key, j.exact
+        )
         for j in jobs
     }
     todo = [
         j
         for j in unique
-        if not _cache_path(cache_dir, j.source, j.target, j.mode, j.cache_key).exists()
+        if not _cache_path(cache_dir, j.source, j.target, j.mode, j.cache_key, j.exact).exists()
     ]
     if not todo:
         return
     # Longest first: 16-bit sources dominate.
     todo.sort(key=lambda j: -j.source.bits)
+    here = [j for j in todo if uses_integer_rules(j.source, j.exact)]
+    rest = [j for j in todo if not uses_integer_rules(j.source, j.exact)]
+    done = 0
+    for job in here:
+        _run_job(job, cache_dir)
+        done += 1
+        if progress is not None:
+            progress(done, len(todo))
+    if not rest:
+        return
     workers = workers or os.cpu_count() or 1
-    if workers == 1 or len(todo) == 1:
-        for done, job in enumerate(todo, 1):
+    if workers == 1 or len(rest) == 1:
+        for job in rest:
             _run_job(job, cache_dir)
+            done += 1
             if progress is not None:
                 progress(done, len(todo))
         return
@@ -333,15 +377,19 @@ def precompute(
         start_method = "spawn"  # forking JAX's threads warns (an error under pytest) and may hang
     context = multiprocessing.get_context(start_method) if start_method else None
     with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        futures = [pool.submit(_run_job, job, cache_dir) for job in todo]
-        for done, future in enumerate(as_completed(futures), 1):
+        futures = [pool.submit(_run_job, job, cache_dir) for job in rest]
+        for future in as_completed(futures):
             future.result()
+            done += 1
             if progress is not None:
                 progress(done, len(todo))
 
 
-def _cache_path(cache_dir: Path, source: TypeSpec, target: TypeSpec, mode: Mode, key: str) -> Path:
-    name = f"{source.name}-{target.name}-{mode_id(mode)}-{key}-{_spec_fingerprint()}.npy"
+def _cache_path(
+    cache_dir: Path, source: TypeSpec, target: TypeSpec, mode: Mode, key: str, exact: str = "auto"
+) -> Path:
+    how = "-fraction" if exact == "fraction" else ""
+    name = f"{source.name}-{target.name}-{mode_id(mode)}-{key}{how}-{_spec_fingerprint()}.npy"
     return Path(cache_dir) / name
 
 

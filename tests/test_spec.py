@@ -169,6 +169,28 @@ def test_e8m0_r6() -> None:
     assert bits(2**127 + 1, **e) == 0xFE and bits(2**127 + 1, saturate=False, **e) == 0xFF
 
 
+@pytest.mark.parametrize("round_mode", list(RoundMode), ids=lambda r: r.value)
+def test_e8m0_range_is_judged_on_x_itself(round_mode: RoundMode) -> None:
+    """R6: x > 2**127 or 0 < x < 2**-127 is out of range in every round_mode, even where
+    rounding would bring it back (2e38 rounds down or to nearest to 2**127)."""
+    e = {"target": "FLOAT8E8M0", "round_mode": round_mode}
+    above, below = Fraction(2 * 10**38), Fraction(3, 4) / 2**127
+    assert bits(above, saturate=False, **e) == 0xFF and bits(above, **e) == 0xFE
+    assert bits(below, saturate=False, **e) == 0xFF and bits(below, **e) == 0x00
+    assert bits(Fraction(3, 2) * 2**127, **e) == 0xFE
+    # The ends themselves are in range.
+    assert bits(2**127, saturate=False, **e) == 0xFE
+    assert bits(Fraction(1, 2**127), saturate=False, **e) == 0x00
+
+
+def test_e8m0_examples_of_r6() -> None:
+    e = {"target": "FLOAT8E8M0"}
+    nearest, down = RoundMode.NEAREST, RoundMode.DOWN
+    assert bits(Fraction(2 * 10**38), round_mode=nearest, saturate=False, **e) == 0xFF
+    assert bits(Fraction(3, 4) / 2**127, round_mode=nearest, saturate=False, **e) == 0xFF
+    assert bits(Fraction(3, 2) * 2**127, round_mode=down, **e) == 0xFE
+
+
 def test_integers_r7_r8() -> None:
     assert bits(Fraction(-27, 10), target="INT64") == (-2) & (2**64 - 1)
     assert bits(2**63 - 1024, target="INT64") == 2**63 - 1024

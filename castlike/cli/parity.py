@@ -112,6 +112,8 @@ def run(args: argparse.Namespace) -> int:
         return _error(backends)
 
     console = Console()
+    cache = _cache_dir(args)
+    cached_before = _cached_answers(cache)
     report = _run_with_progress(args, backends, sources, targets, console)
     inputs = "exhaustive" if report.exhaustive else f"sampled, seed {report.seed}"
     what = "every pair" if args.full else "targets per source type"
@@ -127,6 +129,7 @@ def run(args: argparse.Namespace) -> int:
     for note in report.notes:
         console.print(f"[yellow]note:[/] {note}", soft_wrap=True)
     _print_summary(report, console)
+    _print_coverage(report, console, cache, _cached_answers(cache) - cached_before)
     if args.json is not None:
         args.json.write_text(json.dumps(report.to_json(), indent=1), encoding="utf-8")
         console.print(f"JSON report: {args.json}")
@@ -256,6 +259,46 @@ def _print_failures(report: ParityReport, console: Any) -> None:
             )
         for m in cell.mismatches:
             console.print(m.text, markup=False, highlight=False, soft_wrap=True)
+
+
+def _cache_dir(args: argparse.Namespace) -> Path:
+    from ..testing import default_cache_dir
+
+    return Path(args.cache_dir) if args.cache_dir is not None else default_cache_dir() / "oracle"
+
+
+def _cached_answers(cache: Path) -> int:
+    return sum(1 for _ in cache.glob("*.npy")) if cache.is_dir() else 0
+
+
+def _print_coverage(report: ParityReport, console: Any, cache: Path, computed: int) -> None:
+    """What was checked, and what the oracle's answers cost and where they live."""
+    cells = {k: c for k, c in report.cells.items() if c.checks}
+    pairs = len({(s, t) for (s, t, _b) in report.cells})
+    modes = max((c.checks for c in cells.values()), default=0)
+    per_source = {s: c.elements for (s, _t, _b), c in cells.items()}
+    casts = sum(c.checks * c.elements for c in cells.values())
+    sixteen = "every pattern" if report.exhaustive else f"{report.n_random} random patterns"
+    console.print(
+        f"checked: {pairs} pairs ({len(report.sources)} sources x {len(report.targets)} "
+        f"targets) x up to {modes} modes (saturate x round_mode x profile, and Cast-19..23's "
+        f"Inf rule into FNUZ) on {', '.join(report.backends)}",
+        highlight=False,
+    )
+    console.print(
+        f"inputs: {sum(per_source.values()):,} values (every pattern of the 8-bit types, "
+        f"{sixteen} of the 16-bit ones, curated and {report.n_random} random values of the "
+        f"wider ones, seed {report.seed}); {casts:,} results compared bit for bit",
+        highlight=False,
+    )
+    if computed:
+        console.print(
+            f"oracle: {computed} answer tables computed in {report.oracle_seconds:.1f} s "
+            f"(once; later runs read them) and cached in {cache}",
+            highlight=False,
+        )
+    else:
+        console.print(f"oracle: answers read from the cache in {cache}", highlight=False)
 
 
 def _print_summary(report: ParityReport, console: Any) -> None:

@@ -1,0 +1,175 @@
+"""Cold start: what a short script, a CLI call or a fresh worker process pays before its first
+result.  Every figure is measured in a fresh interpreter (median of several runs):
+
+* ``import castlike`` beyond ``import numpy, ml_dtypes``;
+* the first cast of a 10-element array to each target (tables built on first use included),
+  from FLOAT, DOUBLE and FLOAT16 sources;
+* the wall time of ``python -m castlike cast 0.1 --to FLOAT8E4M3FN``;
+* a small cast after warm-up (10 elements, NumPy), for comparison.
+
+Each figure is CPU time (``time.process_time`` in the child, ``getrusage`` for the command),
+which a machine shared with other jobs inflates far less than wall time; the JSON output has
+the wall times too.  Run as ``python benchmarks/bench_startup.py [--runs N]`` from the
+repository root.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: Targets by family, as the results table groups them.
+FAMILIES: dict[str, tuple[str, ...]] = {
+    "IEEE": ("FLOAT", "DOUBLE", "FLOAT16", "BFLOAT16"),
+    "float8": ("FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ"),
+    "E8M0": ("FLOAT8E8M0",),
+    "float4/6": ("FLOAT4E2M1", "FLOAT6E2M3", "FLOAT6E3M2"),
+    "integers": ("INT8", "UINT8", "INT16", "UINT16", "INT32", "UINT32", "INT64", "UINT64"),
+    "sub-byte": ("INT4", "UINT4", "INT2", "UINT2"),
+    "BOOL": ("BOOL",),
+    "STRING": ("STRING",),
+}
+SOURCES = ("FLOAT", "DOUBLE", "FLOAT16")
+_NUMPY_NAME = {"FLOAT": "float32", "DOUBLE": "float64", "FLOAT16": "float16"}
+
+_IMPORT = """
+import time
+t0 = time.process_time()
+import numpy, ml_dtypes
+t1 = time.process_time()
+import castlike
+t2 = time.process_time()
+import array_api_compat.numpy
+t3 = time.process_time()
+print((t1 - t0) * 1e3, (t2 - t1) * 1e3, (t3 - t2) * 1e3)
+"""
+
+_FIRST_CAST = """
+import time, numpy as np, castlike
+x = (np.arange(10) * 0.37 - 1.1).astype({dtype!r})
+t0, w0 = time.process_time(), time.perf_counter()
+castlike.cast(x, {target!r})
+t1, w1 = time.process_time(), time.perf_counter()
+castlike.cast(x, {target!r})
+t2 = time.perf_counter()
+print((t1 - t0) * 1e3, (t2 - w1) * 1e3, (w1 - w0) * 1e3)
+"""
+
+_WARM = """
+import timeit, numpy as np, castlike
+x = (np.arange(10) * 0.37 - 1.1).astype(np.float32)
+for target in ("FLOAT8E4M3FN", "INT8", "FLOAT16"):
+    castlike.cast(x, target)
+    runs = timeit.repeat(lambda: castlike.cast(x, target), number=2000, repeat=7)
+    print(target, min(runs) / 2000 * 1e6)
+"""
+
+
+def _child(code: str) -> list[str]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env, cwd=ROOT
+    )
+    return out.stdout.split()
+
+
+def _medians(code: str, runs: int) -> list[float]:
+    rows = [[float(v) for v in _child(code)] for _ in range(runs)]
+    return [statistics.median(column) for column in zip(*rows, strict=True)]
+
+
+def import_ms(runs: int) -> list[float]:
+    """Median CPU ms of ``import numpy, ml_dtypes``, of ``import castlike`` after it, and of
+    ``import array_api_compat.numpy`` after that (the first cast's largest cost)."""
+    return _medians(_IMPORT, runs)
+
+
+def first_cast_ms(source: str, target: str, runs: int) -> list[float]:
+    """Median ms of the first cast of 10 elements in a fresh interpreter (CPU), of the second
+    (wall) and of the first (wall)."""
+    return _medians(_FIRST_CAST.format(dtype=_NUMPY_NAME[source], target=target), runs)
+
+
+def _command_s(argv: list[str], runs: int) -> tuple[float, float]:
+    """Median CPU and wall seconds of a command in a fresh interpreter."""
+    import resource
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    cpu, wall = [], []
+    for _ in range(runs):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        start = time.perf_counter()
+        subprocess.run(argv, capture_output=True, check=True, env=env, cwd=ROOT)
+        wall.append(time.perf_counter() - start)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+    return statistics.median(cpu), statistics.median(wall)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5, help="fresh interpreters per figure")
+    parser.add_argument("--json", type=Path, help="also write the figures to this file")
+    args = parser.parse_args(argv)
+    runs = args.runs
+    results: dict[str, object] = {}
+
+    base, extra, compat = import_ms(runs)
+    results["import_cpu_ms"] = {
+        "numpy_ml_dtypes": base,
+        "castlike_extra": extra,
+        "array_api_compat_numpy_after": compat,
+    }
+    print(f"import numpy, ml_dtypes: {base:.1f} ms; import castlike after it: +{extra:.1f} ms")
+    print(f"(import array_api_compat.numpy after that: +{compat:.1f} ms)")
+
+    print(f"\nFirst cast of 10 elements, fresh interpreter, CPU ms (median of {runs}):")
+    header = f"{'family':<10} {'target':<16}" + "".join(f" {s:>9}" for s in SOURCES)
+    print(header + f" {'2nd (wall)':>11}")
+    first: dict[str, dict[str, list[float]]] = {}
+    worst = 0.0
+    for family, targets in FAMILIES.items():
+        for target in targets:
+            row = {source: first_cast_ms(source, target, runs) for source in SOURCES}
+            first[target] = row
+            worst = max(worst, *(v[0] for v in row.values()))
+            second = max(v[1] for v in row.values())
+            cells = "".join(f" {row[s][0]:9.2f}" for s in SOURCES)
+            print(f"{family:<10} {target:<16}{cells} {second:11.3f}")
+    results["first_cast_ms"] = {
+        t: {s: dict(zip(("cpu", "second_wall", "wall"), v, strict=True)) for s, v in r.items()}
+        for t, r in first.items()
+    }
+    print(f"slowest first cast: {worst:.2f} ms")
+
+    bare = _command_s([sys.executable, "-c", "pass"], runs)
+    cli = _command_s(
+        [sys.executable, "-m", "castlike", "cast", "0.1", "--to", "FLOAT8E4M3FN"], runs
+    )
+    results["cli_s"] = {"cpu": cli[0], "wall": cli[1]}
+    results["python_bare_s"] = {"cpu": bare[0], "wall": bare[1]}
+    command = "python -m castlike cast 0.1 --to FLOAT8E4M3FN"
+    print(f"\n{command}: {cli[0]:.3f} s CPU, {cli[1]:.3f} s wall")
+    print(f"(bare python: {bare[0]:.3f} s CPU, {bare[1]:.3f} s wall)")
+
+    warm = {}
+    rows = _child(_WARM)
+    for name, value in zip(rows[::2], rows[1::2], strict=True):
+        warm[name] = float(value)
+        print(f"warm FLOAT -> {name}, 10 elements: {float(value):.2f} us")
+    results["warm_us"] = warm
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

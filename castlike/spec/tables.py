@@ -1,0 +1,248 @@
+"""The lookup tables every engine and kernel gathers from, built here from the formats and the
+rules, on the host, with no backend and no engine.
+
+* :func:`pattern_table`: the result bits of every bit pattern of a source of 16 bits or fewer.
+  Any cast from such a source is then one gather, on any backend.
+* :func:`float32_class_table`: FLOAT -> an 8-bit-or-smaller float target (float8, float4,
+  float6, FLOAT8E8M0).  A FLOAT's result depends only on its sign, exponent, the top
+  :data:`CLASS_MANTISSA_BITS` mantissa bits and whether any lower bit is set (the sticky bit),
+  because every such target rounds at or above the last kept bit.  So
+  ``2**(32 - FLOAT32_CLASS_BITS + 1)`` classes cover all 2**32 inputs.
+* :func:`double_class_table`: the same for DOUBLE, through FLOAT rounded to odd.
+
+Every entry comes from :func:`castlike.spec.binary.cast_patterns`, the oracle's rules in exact
+integer arithmetic, which the tests hold to the Fraction oracle on every pattern and class.
+
+NumPy is imported by the builders, not by this module.  :mod:`castlike.spec` is the one
+specification and importing it needs the standard library only, so that the documentation,
+the CLI and every backend can read the formats and rules (and :data:`FLOAT32_CLASS_BITS`)
+without an array library.  The tables themselves are arrays, because every backend gathers
+from a host array (moving it to its device once), and building 2**16 entries in NumPy takes
+about a millisecond where a loop over Python integers takes a hundred.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+from .binary import cast_patterns
+from .rules import Mode
+from .types import TYPES, OnnxType, Special, TypeSpec, spec_of
+
+if TYPE_CHECKING:
+    import numpy as np
+
+__all__ = [
+    "CLASS_MANTISSA_BITS",
+    "DOUBLE_CLASS_BITS",
+    "FLOAT32_CLASS_BITS",
+    "double_class_table",
+    "float32_class_index",
+    "float32_class_table",
+    "pattern_table",
+]
+
+_T = OnnxType
+_FLOAT = spec_of(_T.FLOAT)
+_DOUBLE = spec_of(_T.DOUBLE)
+
+
+def _is_small_float(t: TypeSpec) -> bool:
+    return t.is_float and t.storage_bits == 8
+
+
+#: Mantissa bits a class keeps: the widest small float's own (3: FLOAT8E4M3FN*, FLOAT6E2M3)
+#: and its round bit.  Derived from the spec, so a wider format added to it widens the class.
+CLASS_MANTISSA_BITS = max(t.fmt.mantissa_bits for t in TYPES.values() if _is_small_float(t)) + 1
+#: FLOAT mantissa bits below the kept ones; their OR is the sticky bit.
+FLOAT32_CLASS_BITS = _FLOAT.fmt.mantissa_bits - CLASS_MANTISSA_BITS
+#: DOUBLE mantissa bits below the kept ones (sign, exponent and the same mantissa bits kept).
+DOUBLE_CLASS_BITS = _DOUBLE.fmt.mantissa_bits - CLASS_MANTISSA_BITS
+# A DOUBLE rounded to odd into FLOAT (24 bits) keeps the single correct rounding to any
+# precision of 22 bits or fewer, the class's precision (1 + CLASS_MANTISSA_BITS) included.
+assert 1 + _FLOAT.fmt.mantissa_bits >= 1 + CLASS_MANTISSA_BITS + 2
+_STICKY_MASK = (1 << FLOAT32_CLASS_BITS) - 1
+
+
+def _check_class_target(target: TypeSpec) -> None:
+    """Refuse a target whose results a class cannot decide (never build a wrong table)."""
+    if not _is_small_float(target):
+        raise ValueError(f"no FLOAT class table for {target.name}")
+    if target.fmt.mantissa_bits + 1 > CLASS_MANTISSA_BITS:
+        raise ValueError(
+            f"{target.name} has {target.fmt.mantissa_bits} mantissa bits, but a FLOAT class "
+            f"keeps only {CLASS_MANTISSA_BITS} (the widest small float of castlike.spec.types "
+            "and its round bit), too few to round it; add the format to "
+            "castlike.spec.types.TYPES so that the class width is derived from it"
+        )
+
+
+def float32_class_index(bits32: Any) -> np.ndarray:
+    """Class index (see module doc) of FLOAT bit patterns, on the host."""
+    import numpy as np
+
+    bits32 = np.asarray(bits32, dtype=np.uint32)
+    return ((bits32 >> FLOAT32_CLASS_BITS) << 1) | ((bits32 & _STICKY_MASK) != 0)
+
+
+def _read_only(table: np.ndarray) -> np.ndarray:
+    table.flags.writeable = False  # shared by every caller of the cache
+    return table
+
+
+@lru_cache(maxsize=128)
+def float32_class_table(target: TypeSpec, mode: Mode) -> np.ndarray:
+    """Result bits (uint8) for each FLOAT class cast to the small float ``target``.
+
+    Entry ``i`` is the rule's result for the class's representative FLOAT pattern
+    ``(i >> 1) << FLOAT32_CLASS_BITS | (i & 1)``.
+    """
+    import numpy as np
+
+    _check_class_target(target)
+    mode = mode.effective_for(target)
+    index = np.arange(1 << (32 - FLOAT32_CLASS_BITS + 1), dtype=np.int64)
+    representatives = ((index >> 1) << FLOAT32_CLASS_BITS) | (index & 1)
+    bits = cast_patterns(representatives, _FLOAT, target, mode)
+    return _read_only(bits.astype(np.uint8))
+
+
+@lru_cache(maxsize=128)
+def double_class_table(target: TypeSpec, mode: Mode) -> np.ndarray:
+    """Result bits (uint8) for each DOUBLE class cast to a small float target.
+
+    A DOUBLE's class is its sign, exponent, top :data:`CLASS_MANTISSA_BITS` mantissa bits and
+    sticky bit, as for FLOAT.  Every member of a class rounds to odd into the same FLOAT class,
+    so each entry is the FLOAT class table's entry for its representative rounded to odd: the
+    single correct rounding of the DOUBLE where the profile rounds a DOUBLE once (R3).  (The
+    reference and legacy profiles round DOUBLE to nearest FLOAT first; engines do not use this
+    table for them.)
+    """
+    import numpy as np
+
+    _check_class_target(target)
+    mode = mode.effective_for(target)
+    # Index layout: sign, 11 exponent bits, then the kept mantissa bits and the sticky bit
+    # ("low" bits); FLOAT's classes are sign, 8 exponent bits and the same low bits.
+    low = CLASS_MANTISSA_BITS + 1
+    floats = float32_class_table(target, mode).reshape(2, 256, 1 << low)
+    table = np.empty((2, 2048, 1 << low), dtype=np.uint8)
+    # FLOAT's normal range: rounding to odd keeps the class's bits, only the bias moves.
+    table[:, 1023 - 126 : 1023 + 128] = floats[:, 1:255]
+    # Beyond it: FLOAT's max rounded to odd (its class: exponent 254, every low bit set) ...
+    beyond = floats[:, 254, -1]
+    if target.code == _T.FLOAT8E8M0:
+        # ... except that R6 judges range on x itself: every |x| >= 2**128 is above range, as
+        # Inf is, and takes Inf's entry (the spec rule gives FLOAT's max the same result;
+        # the onnx helper of the reference profiles sees these values as Inf after FLOAT
+        # rounding).
+        beyond = floats[:, 255, 0]
+    table[:, 1023 + 128 : 2047] = beyond[:, None, None]
+    table[:, 2047, 0] = floats[:, 255, 0]  # Inf
+    table[:, 2047, 1:] = floats[:, 255, 1:2]  # NaN (every NaN class has the same entry)
+    # Below 2**-149 (FLOAT's smallest subnormal) every nonzero DOUBLE rounds to odd into
+    # that smallest subnormal, whose class is 1; the zero class is 0.
+    tiny = 1023 - 149
+    table[:, :tiny] = floats[:, 0, 1][:, None, None]
+    table[:, 0, 0] = floats[:, 0, 0]
+    # FLOAT's subnormals: rounding to odd computed on the representatives.
+    first, count = tiny << low, (1023 - 126 - tiny) << low
+    positive = np.arange(first, first + count, dtype=np.uint64)
+    index = np.concatenate([positive, positive | np.uint64(1 << (11 + low))])  # sign bit
+    one = np.uint64(1)
+    representatives = ((index >> one) << np.uint64(DOUBLE_CLASS_BITS)) | (index & one)
+    odd = _double_to_float_odd(representatives)
+    subnormal = float32_class_table(target, mode)[float32_class_index(odd)]
+    table[:, tiny : 1023 - 126] = subnormal.reshape(2, -1, 1 << low)
+    return _read_only(table.reshape(-1))
+
+
+def _double_to_float_odd(bits64: np.ndarray) -> np.ndarray:
+    """FLOAT bits (uint32) of DOUBLE patterns rounded to odd: truncated toward zero, the last
+    bit set if anything was lost; beyond FLOAT's range, FLOAT's max (odd); NaN stays NaN."""
+    import numpy as np
+
+    b = bits64.astype(np.uint64)
+    negative = (b >> np.uint64(63)).astype(np.uint32) << np.uint32(31)
+    field = ((b >> np.uint64(52)) & np.uint64(0x7FF)).astype(np.int64)
+    mantissa = (b & np.uint64((1 << 52) - 1)).astype(np.int64)
+    # A normal DOUBLE is (2**52 + mantissa) * 2**(field - 1075), with log2 = field - 1023.
+    quantum = np.maximum(field - 1023, -126) - 23  # FLOAT's last kept bit
+    shift = np.minimum(quantum - (field - 1075), 63)  # >= 29: DOUBLE has 29 more bits
+    sig = mantissa | (1 << 52)
+    kept = sig >> shift
+    sticky = (sig & ((np.int64(1) << shift) - 1)) != 0
+    # The encoding grows with the value; a FLOAT subnormal has quantum + 149 == 0.
+    code = ((quantum + 149) << 23) + (kept | sticky)
+    code = np.where(field >= 1023 + 128, 0x7F7FFFFF, code)  # beyond FLOAT: max, odd
+    code = np.where(field == 0, (mantissa != 0).astype(np.int64), code)  # < 2**-1022
+    special = np.where(mantissa != 0, 0x7FC00001, 0x7F800000)
+    code = np.where(field == 0x7FF, special, code)
+    return code.astype(np.uint32) | negative
+
+
+@lru_cache(maxsize=512)
+def pattern_table(source: TypeSpec, target: TypeSpec, mode: Mode) -> np.ndarray:
+    """Result bits for every bit pattern of ``source`` (at most 16 bits) cast to ``target``.
+
+    Entries are unsigned integers of the target's storage width (BOOL: uint8 0/1).  Every
+    entry is the rule's result, except NaN from FLOAT16 or BFLOAT16 into an IEEE type, whose
+    payload R3 leaves open: there the table keeps it (:func:`_nan_keeping_payload`).
+    """
+    import numpy as np
+
+    if source.storage_bits > 16 or not source.is_numeric:
+        raise ValueError(f"no pattern table for {source.name}")
+    mode = mode.effective_for(target)
+    patterns = np.arange(1 << source.bits, dtype=np.int64)
+    bits = cast_patterns(patterns, source, target, mode)
+    if _keeps_nan_payload(source, target, mode):
+        bits = _nan_keeping_payload(patterns, bits, source, target)
+    return _read_only(bits.astype(np.dtype(f"uint{target.storage_bits}")))
+
+
+def _is_ieee(t: TypeSpec) -> bool:
+    return t.is_float and t.fmt.special is Special.IEEE
+
+
+def _keeps_nan_payload(source: TypeSpec, target: TypeSpec, mode: Mode) -> bool:
+    """Whether NaN keeps its payload from ``source`` to ``target`` (R3 leaves it open): from
+    FLOAT16 and BFLOAT16 into FLOAT, DOUBLE and FLOAT16, and into BFLOAT16 by truncation
+    (legacy).  Rounding to nearest into BFLOAT16 gives the quiet NaN of the input's sign."""
+    if not (_is_ieee(source) and source.storage_bits == 16 and _is_ieee(target)):
+        return False
+    if target.code == _T.BFLOAT16:
+        return mode.profile.rules.bfloat16 == "truncate"
+    return target.bits >= 16
+
+
+def _nan_keeping_payload(
+    patterns: np.ndarray, bits: np.ndarray, source: TypeSpec, target: TypeSpec
+) -> np.ndarray:
+    """``bits`` with each NaN of ``source`` (FLOAT16, BFLOAT16) replaced by a NaN that keeps
+    the input's sign and payload, as the exact widening to FLOAT and the C conversions from
+    FLOAT do: FLOAT keeps the payload as it is (signalling too), DOUBLE keeps it and sets the
+    quiet bit, FLOAT16 keeps its top 10 bits, BFLOAT16 (truncating) its top 7 bits and sets
+    the quiet bit."""
+    import numpy as np
+
+    fmt = source.fmt
+    m = fmt.mantissa_bits
+    mantissa = patterns & ((1 << m) - 1)
+    exponent_all = ((1 << fmt.exponent_bits) - 1) << m
+    nan = ((patterns & exponent_all) == exponent_all) & (mantissa != 0)
+    negative = (patterns & fmt.sign_mask) != 0
+    payload32 = mantissa << (23 - m)  # FLOAT's 23-bit field, left-aligned
+    bits32 = np.where(negative, 1 << 31, 0) | 0x7F800000 | payload32
+    code = _T(target.code)
+    if code is _T.FLOAT:
+        kept = bits32
+    elif code is _T.DOUBLE:
+        kept = (bits32 >> 31 << 63) | 0x7FF8000000000000 | (payload32 << 29)
+    elif code is _T.FLOAT16:
+        assert bool(np.all((payload32[nan] >> 13) != 0))  # a payload of 10 bits or fewer
+        kept = (bits32 >> 31 << 15) | 0x7C00 | (payload32 >> 13)
+    else:  # BFLOAT16
+        kept = (bits32 >> 16) | 0x0040
+    return np.where(nan, kept.astype(np.uint64), bits)
