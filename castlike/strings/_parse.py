@@ -81,13 +81,30 @@ def _as_string_array(flat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     items = flat.tolist()
     kinds = {type(v) for v in items}
     if kinds <= {str}:
-        return np.array(items, dtype=_SD), np.zeros(flat.shape, bool)
+        try:
+            return np.array(items, dtype=_SD), np.zeros(flat.shape, bool)
+        except UnicodeEncodeError:  # a lone surrogate, which StringDType (UTF-8) cannot hold
+            return np.array([_encodable(v) for v in items], dtype=_SD), np.zeros(flat.shape, bool)
     if kinds <= {bytes}:
         return np.array(items, dtype="S"), np.zeros(flat.shape, bool)
     # Mixed or foreign objects: every row goes the exact way (R9 decodes bytes as UTF-8).
     bad = np.array([not isinstance(v, (str, bytes)) for v in items], dtype=bool)
     texts = [v.decode("utf-8", "replace") if isinstance(v, bytes) else v for v in items]
-    return np.array([t if isinstance(t, str) else "\x00" for t in texts], dtype=_SD), bad
+    return np.array([_encodable(t) if isinstance(t, str) else "\x00" for t in texts], _SD), bad
+
+
+def _encodable(text: str) -> str:
+    """``text`` with its lone surrogates replaced by U+FFFD.
+
+    A surrogate is no digit, sign, point or whitespace in any grammar here (R9's, or Python's
+    ``float()`` of the reference profile), so the text stays invalid as a number and non-empty
+    (its truth for the reference profile's BOOL); the error message shows the original text.
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in text)
+    return text
 
 
 def _packed(flags: np.ndarray) -> np.ndarray:
