@@ -248,7 +248,9 @@ def _as_array(x: Any) -> tuple[Any, bool]:
     if array.dtype.kind == "O":
         # NumPy makes an object array of anything; castlike reads object arrays as strings
         # (R9), which Python objects castlike was never given as strings are not.
-        _check_python_objects(x, array)
+        _check_python_objects(array)
+    elif array.dtype.kind == "f" and isinstance(x, (list, tuple)):
+        _check_ints_held_exactly(x, array)
     return array, False
 
 
@@ -267,27 +269,57 @@ def _describe(x: Any) -> str:
 _INT_MIN, _UINT_MAX = -(2**63), 2**64 - 1
 
 
-def _check_python_objects(x: Any, array: np.ndarray) -> None:
-    """Refuse a Python input that became an object array unless it holds only strings."""
+def _check_python_objects(array: np.ndarray) -> None:
+    """Refuse a Python input that became an object array unless it holds only strings.
+
+    The first element that is neither a number nor a string is named; failing that, the
+    first integer beyond INT64/UINT64; failing that, the mix of numbers and strings."""
     items = array.reshape(-1).tolist()
+
+    def where(index: int) -> str:
+        return "" if array.ndim == 0 else f" at index {_unravel(index, array.shape)}"
+
+    numbers = (int, float, complex)
     for index, item in enumerate(items):
-        if isinstance(item, (str, bytes)):
-            continue
-        where = "" if array.ndim == 0 else f" at index {_unravel(index, array.shape)}"
-        if isinstance(item, int) and not isinstance(item, bool):
-            if not _INT_MIN <= item <= _UINT_MAX:
-                raise InvalidInputError(
-                    f"the Python int {item}{where} is beyond INT64 and UINT64 "
-                    f"({_INT_MIN} to {_UINT_MAX}), so it has no ONNX source type; to read it "
-                    f"exactly, pass it as a string (castlike.cast({str(item)!r}, ...) reads the "
-                    "decimal exactly, R9), or pass a float"
-                )
+        if not isinstance(item, (str, bytes, *numbers)):
+            what = f"is {_describe(item)}" if array.ndim == 0 else f"holds {_describe(item)}"
+            raise InvalidInputError(f"x {what}{where(index)}; {_ACCEPTED}")
+    for index, item in enumerate(items):
+        if isinstance(item, int) and not _INT_MIN <= item <= _UINT_MAX:
             raise InvalidInputError(
-                f"x mixes Python ints that need INT64 and UINT64 (e.g. {item}{where}), which "
-                f"no one ONNX type holds; pass a NumPy array of the type you mean; {_ACCEPTED}"
+                f"the Python int {item}{where(index)} is beyond INT64 and UINT64 "
+                f"({_INT_MIN} to {_UINT_MAX}), so it has no ONNX source type; to read it "
+                f"exactly, pass it as a string (castlike.cast({str(item)!r}, ...) reads the "
+                "decimal exactly, R9), or pass a float"
             )
-        what = f"is {_describe(item)}" if array.ndim == 0 else f"holds {_describe(item)}{where}"
-        raise InvalidInputError(f"x {what}; {_ACCEPTED}")
+    raise InvalidInputError(
+        f"x mixes numbers and strings, which no one ONNX type holds; pass an array of "
+        f"strings, or one of numbers; {_ACCEPTED}"
+    )
+
+
+def _check_ints_held_exactly(x: Any, array: np.ndarray) -> None:
+    """Refuse a list whose Python ints NumPy could hold only as DOUBLE, inexactly.
+
+    NumPy makes DOUBLE of ints that need INT64 and UINT64 together ([-1, 2**64 - 1]) and of
+    ints mixed with floats; the ints must then be exact in DOUBLE, or the cast would silently
+    start from another value."""
+    items = np.asarray(x, dtype=object).reshape(-1).tolist()
+    for index, item in enumerate(items):
+        if isinstance(item, int) and not _exact_in_double(item):
+            raise InvalidInputError(
+                f"x holds the Python int {item} at index {_unravel(index, array.shape)}, which "
+                "NumPy would hold as DOUBLE (the list mixes ints that need INT64 and UINT64, or "
+                f"ints and floats), and DOUBLE does not hold it exactly; pass a NumPy array of "
+                "the type you mean (e.g. numpy.array(x, dtype=numpy.uint64))"
+            )
+
+
+def _exact_in_double(n: int) -> bool:
+    try:
+        return float(n) == n
+    except OverflowError:
+        return False
 
 
 def _unravel(flat_index: int, shape: tuple[int, ...]) -> tuple[int, ...]:
