@@ -219,6 +219,18 @@ def test_bad_text_into_a_type_without_nan_names_its_index(strings: np.ndarray) -
             castlike.cast(strings, "INT8", errors=errors)
 
 
+@pytest.mark.parametrize("dtype", [np.dtypes.StringDType(), "U", "S", object])
+def test_text_after_nul_characters_is_not_padding(dtype: Any) -> None:
+    # Found by the fuzzer: a long StringDType row whose byte past the reader's width was a
+    # NUL looked like the short number before it ("-922337203").
+    texts = ["-922337203" + "\x00" * 38 + "6855", "1" + "\x00" * 8 + "5", "7" + "\x00" * 40]
+    strings = np.array([t.encode() if dtype == "S" else t for t in texts], dtype=dtype)
+    with pytest.raises(InvalidStringError, match=r"at index \(0,\)"):
+        castlike.cast(strings, "INT64")
+    result = castlike.cast(strings, "FLOAT", errors="coerce")
+    assert _bits(result) == [0x7FC00000, 0x7FC00000, 0x40E00000]  # trailing NULs are padding
+
+
 _STRING_LIKES = {
     "StringDType": None,
     "U": np.array(["a"]),
