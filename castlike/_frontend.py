@@ -105,6 +105,10 @@ def resolve_type(obj: Any) -> TypeSpec:
         close = difflib.get_close_matches(name, list(TYPES_BY_NAME), n=3)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         raise UnknownTypeError(f"unknown ONNX type name {obj!r}{hint}")
+    if isinstance(obj, (bytes, bytearray)):  # np.dtype(b"f4") is float32: names are str only
+        raise UnknownTypeError(
+            f"{obj!r} is bytes, not a type name; pass the ONNX name as a str (e.g. 'FLOAT')"
+        )
     if _is_array(obj):
         return resolve_type(obj.dtype) if not _holds_strings(obj) else TYPES[OnnxType.STRING]
     if isinstance(obj, type) and not _is_scalar_type(obj):

@@ -122,6 +122,19 @@ def test_a_class_that_is_no_dtype_is_no_type(cls: type) -> None:
         castlike.cast(np.ones(2), cls)
 
 
+@pytest.mark.parametrize("name", [b"FLOAT", b"f4", bytearray(b"S")])
+def test_type_names_are_str_not_bytes(name: Any) -> None:
+    # np.dtype(b"f4") is float32 and np.dtype(b"a") the bytes dtype (STRING).
+    with pytest.raises(UnknownTypeError, match="is bytes, not a type name"):
+        castlike.onnx_type(name)
+
+
+def test_a_scalar_type_as_like_of_strings() -> None:
+    # Found by the random test: ml_dtypes.bfloat16 looked like an array of another library.
+    result = castlike.cast_like(np.array(["1.5", "-2"]), ml_dtypes.bfloat16)
+    assert result.dtype == ml_dtypes.bfloat16 and _bits(result) == [0x3FC0, 0xC000]
+
+
 # == 3 and 6. can_cast and cast agree on what an opset is =======================================
 
 _OPSETS = [None, 1, 13, 18, 19, 24, 28, 0, -1, 29, 99, 10**6, 19.0, np.int64(19), "19", [19]]
@@ -525,13 +538,25 @@ _ML_DTYPES = [
     ml_dtypes.float4_e2m1fn,
 ]
 _shapes = hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=3)
-_arrays = st.one_of(
+_plain_arrays = st.one_of(
     st.sampled_from(_NUMERIC_DTYPES).flatmap(lambda d: hnp.arrays(np.dtype(d), _shapes)),
     st.tuples(st.sampled_from(_ML_DTYPES), _shapes).flatmap(
         lambda ds: hnp.arrays(np.dtype(f"u{np.dtype(ds[0]).itemsize}"), ds[1]).map(
             lambda a, d=ds[0]: a.view(d)
         )
     ),
+)
+#: Layouts and kinds of array: views with negative strides, transposes, read-only, masked.
+_ARRAY_KINDS = [
+    lambda a: a,
+    lambda a: a[..., ::-1] if a.ndim else a,
+    lambda a: a.T,
+    lambda a: np.asfortranarray(a),
+    lambda a: _read_only(a),
+    lambda a: np.ma.MaskedArray(a, mask=np.arange(a.size).reshape(a.shape) % 2 == 0),
+]
+_arrays = st.one_of(
+    st.tuples(_plain_arrays, st.sampled_from(_ARRAY_KINDS)).map(lambda ak: ak[1](ak[0])),
     st.lists(st.one_of(st.text(max_size=6), st.binary(max_size=6), st.integers(), st.none())).map(
         lambda items: _object_array(items)
     ),
@@ -588,6 +613,12 @@ _options = st.fixed_dictionaries(
         "errors": st.sampled_from(["raise", "coerce", "ignore", None, 1]),
     },
 )
+
+
+def _read_only(a: np.ndarray) -> np.ndarray:
+    out = a.copy()
+    out.flags.writeable = False
+    return out
 
 
 def _object_array(items: list[Any]) -> np.ndarray:

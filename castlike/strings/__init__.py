@@ -223,7 +223,7 @@ def _host(x: Any, adapter: Any) -> np.ndarray:
 def _is_other_library(like: Any) -> bool:
     return (
         like is not None
-        and not isinstance(like, (np.ndarray, np.generic))
+        and not isinstance(like, (type, np.ndarray, np.generic))  # a class is a dtype-like
         and aac.is_array_api_obj(like)
     )
 
