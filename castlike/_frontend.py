@@ -372,6 +372,12 @@ def _run_masked(
         data = data.copy()
         data[mask] = b"0" if data.dtype.kind == "S" else "0"
     result = _run(op, data, target, options, errors, like)
+    if not isinstance(result, np.ndarray):
+        # Strings cast like a torch/JAX array (R9) would land in a library without masks.
+        raise BackendTypeError(
+            f"x is a masked array, and its result would be a {type(result).__module__} array, "
+            "which holds no mask; pass x.filled(...) or x.data, or a NumPy like"
+        )
     return np.ma.MaskedArray(result, mask=mask)
 
 

@@ -202,6 +202,16 @@ def test_masked_strings_are_not_read() -> None:
     assert x.data.tolist() == ["1.5", "not a number", "2"]
 
 
+def test_masked_strings_like_an_array_of_another_library(backend: str) -> None:
+    x = np.ma.MaskedArray(np.array(["1.5", "junk"]), mask=[False, True])
+    like = _on(backend, np.zeros(1, np.float32))
+    if backend == "numpy":
+        assert castlike.cast_like(x, like).mask.tolist() == [False, True]
+        return
+    with pytest.raises(BackendTypeError, match="holds no mask"):
+        castlike.cast_like(x, like)
+
+
 # == 5. Strings that are not text ================================================================
 
 _BAD_TEXT = {
