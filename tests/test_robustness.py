@@ -348,6 +348,16 @@ def test_sparse_tensors_are_refused(target: str, saturate: bool) -> None:
         assert str(sparse.layout) in str(info.value)
 
 
+@pytest.mark.parametrize("target", ["FLOAT16", "INT4", "STRING"])
+def test_nested_tensors_are_refused(target: str) -> None:
+    torch = _torch()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # "nested tensors are a prototype"
+        nested = torch.nested.nested_tensor([torch.ones(2), torch.ones(3)])
+    with pytest.raises(BackendTypeError, match=r"nested.*unbind"):
+        castlike.cast(nested, target)
+
+
 def test_meta_tensors() -> None:
     torch = _torch()
     x = torch.zeros(3, 2, device="meta")

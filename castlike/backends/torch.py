@@ -444,12 +444,17 @@ class TorchAdapter(Adapter):
 
 
 def _check_strided(x: torch.Tensor) -> None:
-    """Refuse sparse and other non-strided layouts with a BackendTypeError.
+    """Refuse sparse, nested and other non-strided tensors with a BackendTypeError.
 
     The rules work on every element: a sparse tensor's implicit zeros do not always cast to
     zero (0 -> FLOAT8E8M0 is 2**-127 or NaN, R6), so casting only its stored values would be
     wrong, and aten lacks most of the steps for sparse layouts anyway.
     """
+    if x.is_nested:  # a nested tensor's layout reads strided (or jagged), but it is neither
+        raise BackendTypeError(
+            "torch: castlike casts strided (dense) tensors, and this one is nested; cast its "
+            "components (x.unbind()) or a padded copy (x.to_padded_tensor(0))"
+        )
     if x.layout is not torch.strided:
         raise BackendTypeError(
             f"torch: castlike casts strided (dense) tensors, and this one has layout "
