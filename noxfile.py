@@ -17,6 +17,7 @@ nox.options.sessions = [
     "parity",
     "conformance",
     "docs",
+    "fuzz",
 ]
 
 PYTHON = "3.11"
@@ -139,6 +140,29 @@ def docs(session: nox.Session) -> None:
     install(session, "test,dask,docs")
     session.run("sphinx-build", "-W", "--keep-going", "-b", "html", "docs", "docs/_build/html")
     session.run("sphinx-build", "-W", "-b", "doctest", "docs", "docs/_build/doctest")
+
+
+@nox.session(python=PYTHON)
+def fuzz(session: nox.Session) -> None:
+    """Coverage-guided fuzzing of the string parser against the exact oracle (atheris), for a
+    bounded time: ``nox -s fuzz -- 300`` fuzzes for 300 seconds; CI runs the default, 60.
+
+    The corpus grows in the session's tmp directory (kept between runs); fuzz/seeds starts it.
+    A finding fails the session: the log shows the input (and its Base64), and it is saved as
+    crash-* in that directory, so that the next run tries it first."""
+    seconds = int(session.posargs[0]) if session.posargs else 60
+    install(session, "fuzz")
+    corpus = session.create_tmp()
+    session.run(
+        "python",
+        "fuzz/fuzz_strings.py",
+        f"-max_total_time={seconds}",
+        "-timeout=10",
+        "-rss_limit_mb=4096",
+        f"-artifact_prefix={corpus}/",
+        corpus,
+        "fuzz/seeds",
+    )
 
 
 @nox.session(python=PYTHON)

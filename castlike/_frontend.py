@@ -14,11 +14,12 @@ from .errors import (
     BackendTypeError,
     CastTypeError,
     CastValueError,
+    InvalidInputError,
     UnknownTypeError,
     UnsupportedTypeError,
 )
 from .spec.opsets import Op, version_for
-from .spec.plan import Plan, resolve
+from .spec.plan import Plan, check_opset, resolve
 from .spec.types import COMPLEX_CODES, TYPES, TYPES_BY_NAME, OnnxType, TypeSpec
 
 __all__ = ["can_cast", "cast", "cast_like", "onnx_type", "resolve_type"]
@@ -75,9 +76,16 @@ def resolve_type(obj: Any) -> TypeSpec:
         return obj
     if isinstance(obj, OnnxType):
         return TYPES[obj]
+    if obj is None:  # np.dtype(None) is float64: None must not silently mean DOUBLE
+        raise UnknownTypeError(
+            "None names no type; pass an ONNX name (e.g. 'FLOAT'), a TensorProto code "
+            "(a Python int), a dtype or an array"
+        )
     if isinstance(obj, bool):
         raise UnknownTypeError(f"{obj!r} is not a type; pass an ONNX name, a code or a dtype")
-    if isinstance(obj, (int, np.integer)):
+    # Codes are Python ints only: a NumPy integer scalar is an array, whose dtype names the
+    # type (np.int32(3) is INT32, not code 3 = INT8).
+    if isinstance(obj, int):
         code = int(obj)
         if code in COMPLEX_CODES:
             raise UnsupportedTypeError(f"{_COMPLEX_MESSAGE} ({COMPLEX_CODES[code]}, code {code})")
@@ -98,9 +106,22 @@ def resolve_type(obj: Any) -> TypeSpec:
         close = difflib.get_close_matches(name, list(TYPES_BY_NAME), n=3)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         raise UnknownTypeError(f"unknown ONNX type name {obj!r}{hint}")
+    if isinstance(obj, (bytes, bytearray)):  # np.dtype(b"f4") is float32: names are str only
+        raise UnknownTypeError(
+            f"{obj!r} is bytes, not a type name; pass the ONNX name as a str (e.g. 'FLOAT')"
+        )
     if _is_array(obj):
         return resolve_type(obj.dtype) if not _holds_strings(obj) else TYPES[OnnxType.STRING]
-    found = onnx_type_of_dtype(obj)
+    if isinstance(obj, type) and not _is_scalar_type(obj):
+        # np.dtype() takes any class as the object dtype: dict would otherwise mean STRING.
+        raise UnknownTypeError(
+            f"the class {obj.__module__}.{obj.__qualname__} is not a dtype; pass an ONNX name, "
+            "a TensorProto code, or a dtype of numpy/ml_dtypes, torch or jax"
+        )
+    try:
+        found = onnx_type_of_dtype(obj)
+    except (TypeError, ValueError, KeyError, AttributeError):
+        found = None  # a library's dtype parser refused it: it is not a dtype
     if found is not None:
         return TYPES[found]
     if _is_complex_dtype(obj):
@@ -111,6 +132,19 @@ def resolve_type(obj: Any) -> TypeSpec:
     )
 
 
+#: Python classes that name a dtype (np.dtype(float) is float64); NumPy's scalar types, and
+#: the scalar types of other libraries (which carry a ``dtype``), name theirs too.
+_PYTHON_SCALAR_TYPES = (bool, int, float, complex, str, bytes, object)
+
+
+def _is_scalar_type(cls: type) -> bool:
+    return (
+        cls in _PYTHON_SCALAR_TYPES
+        or issubclass(cls, np.generic)
+        or isinstance(getattr(cls, "dtype", None), np.dtype)
+    )
+
+
 def _holds_strings(x: Any) -> bool:
     return isinstance(x, (np.ndarray, np.generic)) and x.dtype.kind in "USOT"
 
@@ -118,8 +152,11 @@ def _holds_strings(x: Any) -> bool:
 def _is_complex_dtype(obj: Any) -> bool:
     try:
         return np.dtype(obj).kind == "c"
-    except (TypeError, ValueError):
-        return "complex" in str(obj)
+    except Exception:  # np.dtype() raises many kinds of errors for things that are no dtype
+        try:
+            return "complex" in str(obj)
+        except Exception:
+            return False
 
 
 def onnx_type(dtype_or_array: Any) -> OnnxType:
@@ -152,8 +189,17 @@ def can_cast(src: Any, dst: Any, *, op: str = "Cast", opset: int | None = None) 
     -------
     bool
         False where the version lacks either type or the operator does not exist at ``opset``.
+
+    Raises
+    ------
+    OpsetError
+        ``opset`` is not an opset :func:`cast` accepts (a Python int from 1 to the latest
+        opset, or None): the same check as :func:`cast`, so that the two never disagree.
+    CastTypeError
+        ``src`` or ``dst`` names no type, or ``op`` is neither operator.
     """
     operator = _parse_op(op)
+    check_opset(opset)
     if operator is Op.CAST_LIKE and opset is None:
         operator = Op.CAST
     version = version_for(operator, opset)
@@ -167,21 +213,122 @@ def _parse_op(op: str | Op) -> Op:
     if isinstance(op, Op):
         return op
     for candidate in Op:
-        if str(op).lower() == candidate.value.lower():
+        if isinstance(op, str) and op.lower() == candidate.value.lower():
             return candidate
     raise CastTypeError(f"unknown operator {op!r}; expected 'Cast' or 'CastLike'")
+
+
+_ACCEPTED = (
+    "castlike casts arrays (NumPy, PyTorch, JAX, Dask), NumPy scalars, and Python numbers, "
+    "strings or bytes, or rectangular (nested) lists and tuples of them"
+)
 
 
 def _as_array(x: Any) -> tuple[Any, bool]:
     """``x`` as an array of its library; Python scalars and lists become NumPy (R10).
 
     Returns the array and whether the caller passed a NumPy scalar (to hand one back).
+
+    Raises
+    ------
+    InvalidInputError
+        ``x`` is not an array and NumPy cannot make a numeric or string array of it (None, a
+        dict, a class, a ragged list, a Python int beyond INT64/UINT64 ...).
     """
     if isinstance(x, np.generic):
         return np.asarray(x), True
     if _is_array(x):
         return x, False
-    return np.asarray(x), False
+    if isinstance(x, type):
+        raise InvalidInputError(
+            f"x is the class {x.__module__}.{x.__qualname__}, not an array (to cast *to* that "
+            f"type, pass it as the target); {_ACCEPTED}"
+        )
+    try:
+        array = np.asarray(x)
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise InvalidInputError(
+            f"x ({_describe(x)}) cannot be made an array: {str(exc).rstrip('.')}; {_ACCEPTED}"
+        ) from None
+    if array.dtype.kind == "O":
+        # NumPy makes an object array of anything; castlike reads object arrays as strings
+        # (R9), which Python objects castlike was never given as strings are not.
+        _check_python_objects(array)
+    elif array.dtype.kind == "f" and isinstance(x, (list, tuple)):
+        _check_ints_held_exactly(x, array)
+    return array, False
+
+
+def _describe(x: Any) -> str:
+    """``x`` for an error message: its type and a short repr."""
+    try:
+        text = repr(x)
+    except Exception:
+        text = "?"
+    if len(text) > 60:
+        text = text[:57] + "..."
+    return f"a {type(x).__module__}.{type(x).__qualname__}: {text}"
+
+
+#: The integers NumPy holds (INT64's minimum to UINT64's maximum).
+_INT_MIN, _UINT_MAX = -(2**63), 2**64 - 1
+
+
+def _check_python_objects(array: np.ndarray) -> None:
+    """Refuse a Python input that became an object array unless it holds only strings.
+
+    The first element that is neither a number nor a string is named; failing that, the
+    first integer beyond INT64/UINT64; failing that, the mix of numbers and strings."""
+    items = array.reshape(-1).tolist()
+
+    def where(index: int) -> str:
+        return "" if array.ndim == 0 else f" at index {_unravel(index, array.shape)}"
+
+    numbers = (int, float, complex)
+    for index, item in enumerate(items):
+        if not isinstance(item, (str, bytes, *numbers)):
+            what = f"is {_describe(item)}" if array.ndim == 0 else f"holds {_describe(item)}"
+            raise InvalidInputError(f"x {what}{where(index)}; {_ACCEPTED}")
+    for index, item in enumerate(items):
+        if isinstance(item, int) and not _INT_MIN <= item <= _UINT_MAX:
+            raise InvalidInputError(
+                f"the Python int {item}{where(index)} is beyond INT64 and UINT64 "
+                f"({_INT_MIN} to {_UINT_MAX}), so it has no ONNX source type; to read it "
+                f"exactly, pass it as a string (castlike.cast({str(item)!r}, ...) reads the "
+                "decimal exactly, R9), or pass a float"
+            )
+    raise InvalidInputError(
+        f"x mixes numbers and strings, which no one ONNX type holds; pass an array of "
+        f"strings, or one of numbers; {_ACCEPTED}"
+    )
+
+
+def _check_ints_held_exactly(x: Any, array: np.ndarray) -> None:
+    """Refuse a list whose Python ints NumPy could hold only as DOUBLE, inexactly.
+
+    NumPy makes DOUBLE of ints that need INT64 and UINT64 together ([-1, 2**64 - 1]) and of
+    ints mixed with floats; the ints must then be exact in DOUBLE, or the cast would silently
+    start from another value."""
+    items = np.asarray(x, dtype=object).reshape(-1).tolist()
+    for index, item in enumerate(items):
+        if isinstance(item, int) and not _exact_in_double(item):
+            raise InvalidInputError(
+                f"x holds the Python int {item} at index {_unravel(index, array.shape)}, which "
+                "NumPy would hold as DOUBLE (the list mixes ints that need INT64 and UINT64, or "
+                f"ints and floats), and DOUBLE does not hold it exactly; pass a NumPy array of "
+                "the type you mean (e.g. numpy.array(x, dtype=numpy.uint64))"
+            )
+
+
+def _exact_in_double(n: int) -> bool:
+    try:
+        return float(n) == n
+    except OverflowError:
+        return False
+
+
+def _unravel(flat_index: int, shape: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(int(i) for i in np.unravel_index(flat_index, shape))
 
 
 def _check_errors(errors: str) -> str:
@@ -200,6 +347,8 @@ def _run(
     remember_as: tuple[Any, tuple[Any, ...]] | None = None,
 ) -> Any:
     _check_errors(errors)
+    if isinstance(x, np.ma.MaskedArray):
+        return _run_masked(op, x, target, options, errors, like)
     array, scalar = _as_array(x)
     array = _native_order(array)
     xp = _namespace(array)
@@ -220,6 +369,27 @@ def _run(
     if scalar and isinstance(result, np.ndarray):
         return result[()]
     return result
+
+
+def _run_masked(
+    op: Op, x: np.ma.MaskedArray, target: TypeSpec, options: dict[str, Any], errors: str, like: Any
+) -> np.ma.MaskedArray:
+    """A masked array gives a masked array with the same mask (NumPy's convention for
+    ``np.ma``).  The data under the mask is cast too, as ``MaskedArray.astype`` does, except
+    from STRING, where masked texts are not read (they may be anything) and become 0."""
+    mask = np.ma.getmaskarray(x).copy()
+    data = np.asarray(x.data)
+    if _holds_strings(data) and mask.any():
+        data = data.copy()
+        data[mask] = b"0" if data.dtype.kind == "S" else "0"
+    result = _run(op, data, target, options, errors, like)
+    if not isinstance(result, np.ndarray):
+        # Strings cast like a torch/JAX array (R9) would land in a library without masks.
+        raise BackendTypeError(
+            f"x is a masked array, and its result would be a {type(result).__module__} array, "
+            "which holds no mask; pass x.filled(...) or x.data, or a NumPy like"
+        )
+    return np.ma.MaskedArray(result, mask=mask)
 
 
 def _native_order(array: Any) -> Any:
@@ -271,7 +441,7 @@ def cast(
         Validate against this opset's version of Cast (allowed types, attributes, the FNUZ
         change at 24).  None means the latest definitions.
     profile : {"spec", "reference", "legacy"}, default "spec"
-        ``"spec"`` follows the operator text (RULES.md); ``"reference"`` reproduces
+        ``"spec"`` follows the operator text (the rules R1-R11); ``"reference"`` reproduces
         ``onnx.reference`` of onnx >= 1.19 bit for bit; ``"legacy"`` that of onnx <= 1.18.
     errors : {"raise", "coerce"}, default "raise"
         STRING sources only (R9): an element that is not a number raises

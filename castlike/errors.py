@@ -1,4 +1,4 @@
-"""The one exception family of castlike (RULES.md R11).
+"""The one exception family of castlike (rule R11).
 
 Every error castlike raises on purpose is a :class:`CastError`.  Problems with *types* are also
 :class:`TypeError` s, problems with *values* (options, invalid strings) also :class:`ValueError` s,
@@ -13,6 +13,7 @@ __all__ = [
     "CastTypeError",
     "CastValueError",
     "DisallowedCastError",
+    "InvalidInputError",
     "InvalidStringError",
     "OpsetError",
     "UnknownTypeError",
@@ -48,9 +49,14 @@ class BackendTypeError(CastTypeError):
     """A type the array library in use cannot hold (e.g. FLOAT4E2M1 on PyTorch)."""
 
 
+class InvalidInputError(CastTypeError):
+    """An input that is not an array castlike can cast: None, a dict, a class, a ragged list,
+    a Python int beyond INT64/UINT64."""
+
+
 class OpsetError(CastValueError):
     """An opset the operator does not exist in, or an attribute the version lacks."""
 
 
 class InvalidStringError(CastValueError):
-    """A string element that is not a number by the grammar of RULES.md R9."""
+    """A string element that is not a number by the grammar of rule R9."""

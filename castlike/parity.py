@@ -3,7 +3,8 @@
 For every (source, target) pair and every mode (saturate on/off, each ``round_mode``, each
 profile of R12, and the Cast-19..23 rule for Inf into the FNUZ float8 types), the same inputs
 go to every selected backend and to the oracle (:mod:`castlike.spec.reference`), and the
-result bits are compared (NaN as "is NaN" for IEEE targets, R3):
+result bits are compared (NaN as "is NaN" for IEEE targets reached from sources wider than
+8 bits, R3; every bit everywhere else):
 
 * sources of 16 bits or fewer: every bit pattern with ``exhaustive``, else every pattern of
   the 8-bit-or-smaller types and ``n_random`` random patterns of the 16-bit ones;

@@ -38,9 +38,10 @@ import numpy as np
 from jax import lax
 
 from .._engine import Engine
+from .._tables import pattern_table
 from ..errors import BackendTypeError
 from ..spec.rules import Mode, canonical_mode
-from ..spec.types import TYPES, FloatFormat, Kind, OnnxType, TypeSpec, spec_of
+from ..spec.types import TYPES, FloatFormat, Kind, OnnxType, Special, TypeSpec, spec_of
 from ._base import Adapter
 
 if TYPE_CHECKING:
@@ -90,6 +91,8 @@ _UINTS = {b: np.dtype(f"uint{b}") for b in (8, 16, 32, 64)}
 _NARROW_UINTS = {2: np.dtype(jnp.uint2), 4: np.dtype(jnp.uint4)}
 
 _FLOAT = spec_of(_T.FLOAT)
+#: The one NaN pattern of the FNUZ float8 types.
+_FNUZ_NAN = 0x80
 _DOUBLE = spec_of(_T.DOUBLE)
 _FLOAT16 = spec_of(_T.FLOAT16)
 _BFLOAT16 = spec_of(_T.BFLOAT16)
@@ -429,7 +432,15 @@ class JaxEngine(Engine):
     # -- steps replaced: where XLA's own conversion is the rule, and is faster ----------------
     def by_pattern_table(self, x: Any, source: TypeSpec, target: TypeSpec, mode: Mode) -> Any:
         if (_T(source.code), _T(target.code)) in NATIVE_EXACT_PAIRS:
-            return self.a.astype(x, target)
+            out = self.a.astype(x, target)
+            if source.is_float and source.fmt.special is Special.FNUZ:
+                # XLA turns the FNUZ NaN (0x80) into a positive NaN; R3 wants the table's entry
+                # (the quiet NaN with the input's sign bit set).  One fused select, not a gather.
+                table = pattern_table(source, target, mode.effective_for(target))
+                nan = _u(int(table[_FNUZ_NAN]), _UINTS[target.storage_bits])
+                is_nan = self.a.bits(x, source) == _u(_FNUZ_NAN, _UINTS[8])
+                out = jnp.where(is_nan, self.a.from_bits(nan, target), out)
+            return out
         return super().by_pattern_table(x, source, target, mode)
 
     # -- steps replaced: float arithmetic -> integer arithmetic on the bits ------------------

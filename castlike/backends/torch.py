@@ -425,6 +425,13 @@ class TorchAdapter(Adapter):
 
     def to_numpy(self, x: Any) -> np.ndarray:
         """A tensor as a NumPy array of the same ONNX type (bits kept, on the host)."""
+        _check_strided(x)
+        if x.device.type == "meta":
+            raise BackendTypeError(
+                "torch: a meta tensor has no data to bring to the host (as a STRING result "
+                "needs); cast a tensor on a real device, or to a numeric type (which a meta "
+                "tensor takes, giving a meta tensor)"
+            )
         found = self.onnx_type_of(x.dtype)
         if found is None:
             raise BackendTypeError(f"{x.dtype} is not a torch dtype of an ONNX type")
@@ -437,6 +444,26 @@ class TorchAdapter(Adapter):
         if self._engine is None:
             self._engine = TorchEngine(self)
         return self._engine
+
+
+def _check_strided(x: torch.Tensor) -> None:
+    """Refuse sparse, nested and other non-strided tensors with a BackendTypeError.
+
+    The rules work on every element: a sparse tensor's implicit zeros do not always cast to
+    zero (0 -> FLOAT8E8M0 is 2**-127 or NaN, R6), so casting only its stored values would be
+    wrong, and aten lacks most of the steps for sparse layouts anyway.
+    """
+    if x.is_nested:  # a nested tensor's layout reads strided (or jagged), but it is neither
+        raise BackendTypeError(
+            "torch: castlike casts strided (dense) tensors, and this one is nested; cast its "
+            "components (x.unbind()) or a padded copy (x.to_padded_tensor(0))"
+        )
+    if x.layout is not torch.strided:
+        raise BackendTypeError(
+            f"torch: castlike casts strided (dense) tensors, and this one has layout "
+            f"{x.layout}; cast x.to_dense(), or, where 0 casts to 0, cast the stored values "
+            "(x.values()) and rebuild the sparse tensor"
+        )
 
 
 #: (id of a host table, device) -> (that host table, its copy on the device).
@@ -546,6 +573,7 @@ class TorchEngine(Engine):
         result tensor.  Not under ``torch.compile`` (Inductor fuses the ops into one loop), not
         on other devices (their caching allocators recycle), not for one-op paths.
         """
+        _check_strided(x)
         x = x.detach()
         source, target, mode = plan.source, plan.target, plan.mode
         if x.device.type == "cpu" and x.layout is torch.strided:

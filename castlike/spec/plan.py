@@ -15,7 +15,7 @@ from .opsets import LATEST_OPSET, OPS, Op, OpVersion, version_for
 from .rules import Mode, Profile, RoundMode
 from .types import OnnxType, TypeSpec
 
-__all__ = ["Plan", "parse_profile", "parse_round_mode", "resolve"]
+__all__ = ["Plan", "check_opset", "parse_profile", "parse_round_mode", "resolve"]
 
 
 @dataclass(frozen=True)
@@ -59,14 +59,32 @@ def parse_round_mode(round_mode: str | RoundMode) -> RoundMode:
         ) from None
 
 
+def check_opset(opset: Any) -> int | None:
+    """``opset`` if it is one castlike knows: None (the latest) or a Python int from 1 to
+    :data:`LATEST_OPSET`.  The one check of what an opset is, shared by :func:`resolve` and
+    ``can_cast``, so that they never disagree.
+
+    Raises
+    ------
+    OpsetError
+        Anything else: a bool, a float, a NumPy integer, a string, an int out of range.
+    """
+    if opset is None:
+        return None
+    if isinstance(opset, bool) or not isinstance(opset, int):
+        raise OpsetError(
+            f"opset must be an int or None, got {opset!r} of type {type(opset).__name__}; "
+            f"opsets are Python ints from 1 to {LATEST_OPSET}"
+        )
+    if opset < 1 or opset > LATEST_OPSET:
+        raise OpsetError(
+            f"opset {opset} is outside the opsets castlike knows (1 to {LATEST_OPSET})"
+        )
+    return opset
+
+
 def _check_opset(op: Op, opset: int | None) -> OpVersion:
-    if opset is not None:
-        if isinstance(opset, bool) or not isinstance(opset, int):
-            raise OpsetError(f"opset must be an int or None, got {opset!r}")
-        if opset < 1 or opset > LATEST_OPSET:
-            raise OpsetError(
-                f"opset {opset} is outside the opsets castlike knows (1 to {LATEST_OPSET})"
-            )
+    check_opset(opset)
     version = version_for(op, opset)
     if version is None:
         raise OpsetError(

@@ -1,4 +1,4 @@
-"""String casts (RULES.md R9): exact, vectorised formatting and parsing on the host.
+"""String casts (rule R9): exact, vectorised formatting and parsing on the host.
 
 Every backend comes here for STRING: numbers are brought to NumPy, formatted or parsed with
 NumPy integer arithmetic, and the result goes back to the caller's library.  The exact rules
@@ -151,22 +151,60 @@ def _from_ascii(raw: np.ndarray, kind: str, width: int | None = None) -> np.ndar
     return text.astype(object) if kind == "O" else text
 
 
+def _decoded(items: list[Any], shape: tuple[int, ...]) -> list[str]:
+    """The texts of STRING elements (bytes decoded as UTF-8), or an InvalidStringError that
+    names the first element that is not text: no ``str``/``bytes``, or bytes that are not
+    UTF-8.  (STRING has no NaN, so ``errors="coerce"`` cannot help here.)"""
+    texts: list[str] = []
+    for i, v in enumerate(items):
+        if isinstance(v, bytes):
+            try:
+                v = v.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise InvalidStringError(
+                    f"the bytes {_shown(v)} at index {_index_of(i, shape)} are not UTF-8 text "
+                    f"(R9 decodes bytes as UTF-8: {exc.reason} at byte {exc.start})"
+                ) from None
+        elif not isinstance(v, str):
+            raise InvalidStringError(
+                f"the element {_shown(v)} at index {_index_of(i, shape)} is not a string"
+            )
+        texts.append(v)
+    return texts
+
+
+def _encoded(texts: list[str], shape: tuple[int, ...]) -> list[bytes]:
+    """The UTF-8 bytes of ``texts``, or an InvalidStringError naming the first text that
+    UTF-8 cannot encode (one holding a lone surrogate such as ``'\\ud800'``)."""
+    out: list[bytes] = []
+    for i, text in enumerate(texts):
+        try:
+            out.append(text.encode("utf-8"))
+        except UnicodeEncodeError as exc:
+            raise InvalidStringError(
+                f"the string {_shown(text)} at index {_index_of(i, shape)} holds a lone "
+                f"surrogate ({text[exc.start]!r} at position {exc.start}), which UTF-8 cannot "
+                "encode, so a UTF-8 string array cannot hold it"
+            ) from None
+    return out
+
+
 def _strings_as(strings: np.ndarray, kind: str) -> np.ndarray:
-    """STRING -> STRING: the same texts in the string ``kind`` (bytes decoded as UTF-8)."""
+    """STRING -> STRING: the same texts in the string ``kind`` (bytes decoded as UTF-8).
+
+    ``U`` and object arrays of ``str`` hold any text; ``S``, bytes objects and StringDType
+    hold UTF-8, so a text with a lone surrogate cannot go there (an InvalidStringError)."""
     items = strings.reshape(-1).tolist()
-    texts = [v.decode("utf-8") if isinstance(v, bytes) else v for v in items]
-    if any(not isinstance(v, str) for v in texts):
-        bad = next(i for i, v in enumerate(texts) if not isinstance(v, str))
-        raise InvalidStringError(
-            f"the element {_shown(items[bad])} at index {_index_of(bad, strings.shape)} is not "
-            "a string"
-        )
-    if kind == "S":
-        out: np.ndarray = np.array([t.encode() for t in texts], dtype="S")
-    elif kind == "B":
-        out = np.empty(len(texts), dtype=object)
-        out[:] = [t.encode() for t in texts]
-    elif kind == "O":
+    texts = _decoded(items, strings.shape)
+    if kind in "SBT":
+        raw = _encoded(texts, strings.shape)  # checks every text once
+        if kind == "S":
+            return np.array(raw, dtype="S").reshape(strings.shape)
+        if kind == "B":
+            out: np.ndarray = np.empty(len(raw), dtype=object)
+            out[:] = raw
+            return out.reshape(strings.shape)
+    if kind == "O":
         out = np.empty(len(texts), dtype=object)
         out[:] = texts
     else:
@@ -185,7 +223,7 @@ def _host(x: Any, adapter: Any) -> np.ndarray:
 def _is_other_library(like: Any) -> bool:
     return (
         like is not None
-        and not isinstance(like, (np.ndarray, np.generic))
+        and not isinstance(like, (type, np.ndarray, np.generic))  # a class is a dtype-like
         and aac.is_array_api_obj(like)
     )
 
@@ -224,10 +262,44 @@ def cast_strings(
         if source.kind is Kind.STRING:
             return _strings_as(np.asarray(array), kind)
         host = _host(array, adapter)
-        raw = _text_bytes(host, source, _style(mode))
-        return _from_ascii(raw, kind).reshape(host.shape)
+        return _format_blocks(host, source, _style(mode), kind)
     result = parse_strings(np.asarray(array), target, mode, errors=errors, where=plan.describe())
     return _deliver(result, plan, like)
+
+
+#: Elements formatted at a time for a STRING result.  A block's text matrix (24 bytes an
+#: element at most) and its conversion to the result's kind stay within ~16 MB whatever the
+#: size of the input (10**7 FLOAT once took 193 MB of temporaries in one piece).
+FORMAT_BLOCK = 1 << 18
+
+
+def _format_blocks(host: np.ndarray, source: TypeSpec, style: str, kind: str) -> np.ndarray:
+    """The text of every element of ``host`` as an array of the string ``kind``, formatted
+    block by block into the one result.  A fixed-width result (``U``/``S``) is as wide as its
+    longest text, as ``numpy.array(list_of_texts)`` makes it: when there are several blocks,
+    a first pass measures them (formatting twice costs time, never memory)."""
+    total = host.size
+    contiguous = host.flags.c_contiguous
+
+    def block(start: int) -> np.ndarray:
+        stop = min(start + FORMAT_BLOCK, total)
+        # flat[] copies one block of a strided array, never the whole array.
+        part = host.reshape(-1)[start:stop] if contiguous else host.flat[start:stop]
+        return _text_bytes(part, source, style)
+
+    starts = range(0, total, FORMAT_BLOCK)
+    if total <= FORMAT_BLOCK:
+        return _from_ascii(block(0), kind).reshape(host.shape)
+    out: np.ndarray
+    if kind in "SU":
+        width = max(int(np.strings.str_len(block(i)).max(initial=1)) for i in starts)
+        out = np.empty(total, dtype=f"{kind}{width}")
+    else:
+        out = np.empty(total, dtype=object if kind in "OB" else _SD)
+    for start in starts:
+        raw = block(start)
+        out[start : start + raw.size] = raw if kind in "SUT" else _from_ascii(raw, kind)
+    return out.reshape(host.shape)
 
 
 def _deliver(result: np.ndarray, plan: Any, like: Any) -> Any:

@@ -59,18 +59,19 @@ def _byte_matrix(flat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         codes = flat.view(np.uint8).reshape(-1, w) if w else np.zeros((flat.size, 0), np.uint8)
         longest = int(codes.any(axis=0).nonzero()[0].max(initial=-1)) + 1 if w else 0
         return _code_matrix(codes, _width_for(longest))
-    # StringDType: the width comes from a sample (measuring every string costs as much as a
-    # third of the conversion); rows longer than it are found by the byte just past it and
-    # read again in a batch of their own (see _parse_bits).
+    # StringDType: the width comes from a sample, so that one long row does not widen every
+    # row; rows longer than it are read again in a batch of their own (see _parse_bits).
+    # They are found by their length: the byte just past the width does not tell, since a
+    # string may hold NUL characters before more text ("1" + "\0" * 40 + "5" is no number).
     sample = np.strings.str_len(flat[:: max(1, flat.shape[0] // 256)])
     width = _width_for(int(sample.max(initial=0)))
+    long_rows = np.strings.str_len(flat) > width
     try:
-        raw = flat.astype(f"S{width + 1}")
+        raw = flat.astype(f"S{width}")
     except UnicodeEncodeError:
-        codes = flat.astype(f"U{width + 1}").view(np.uint32).reshape(-1, width + 1)
-        return _code_matrix(codes, width)
-    matrix = raw.view(np.uint8).reshape(-1, width + 1)
-    return matrix[:, :width], matrix[:, width] != 0
+        codes = flat.astype(f"U{width}").view(np.uint32).reshape(-1, width)
+        return _code_matrix(codes, width)[0], long_rows
+    return raw.view(np.uint8).reshape(-1, width), long_rows
 
 
 def _as_string_array(flat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -81,13 +82,30 @@ def _as_string_array(flat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     items = flat.tolist()
     kinds = {type(v) for v in items}
     if kinds <= {str}:
-        return np.array(items, dtype=_SD), np.zeros(flat.shape, bool)
+        try:
+            return np.array(items, dtype=_SD), np.zeros(flat.shape, bool)
+        except UnicodeEncodeError:  # a lone surrogate, which StringDType (UTF-8) cannot hold
+            return np.array([_encodable(v) for v in items], dtype=_SD), np.zeros(flat.shape, bool)
     if kinds <= {bytes}:
         return np.array(items, dtype="S"), np.zeros(flat.shape, bool)
     # Mixed or foreign objects: every row goes the exact way (R9 decodes bytes as UTF-8).
     bad = np.array([not isinstance(v, (str, bytes)) for v in items], dtype=bool)
     texts = [v.decode("utf-8", "replace") if isinstance(v, bytes) else v for v in items]
-    return np.array([t if isinstance(t, str) else "\x00" for t in texts], dtype=_SD), bad
+    return np.array([_encodable(t) if isinstance(t, str) else "\x00" for t in texts], _SD), bad
+
+
+def _encodable(text: str) -> str:
+    """``text`` with its lone surrogates replaced by U+FFFD.
+
+    A surrogate is no digit, sign, point or whitespace in any grammar here (R9's, or Python's
+    ``float()`` of the reference profile), so the text stays invalid as a number and non-empty
+    (its truth for the reference profile's BOOL); the error message shows the original text.
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in text)
+    return text
 
 
 def _packed(flags: np.ndarray) -> np.ndarray:
