@@ -47,7 +47,7 @@ _STICKY_MASK = (1 << FLOAT32_CLASS_BITS) - 1
 
 
 class Engine:
-    """The rules of RULES.md R3-R8 on arrays of one library."""
+    """Rules R3-R8 on arrays of one library."""
 
     def __init__(self, adapter: Adapter) -> None:
         self.a = adapter

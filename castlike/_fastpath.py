@@ -15,10 +15,11 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["cached_cast", "remember"]
+__all__ = ["cached_cast", "clear", "remember"]
 
-#: (dtype, target argument and its type, options and their types) -> the cast to run.
-_CASTS: dict[tuple[Any, ...], Callable[[np.ndarray], np.ndarray]] = {}
+#: (dtype, target argument and its type, options and their types) -> the adapter whose engine
+#: the full path used, and the cast to run.
+_CASTS: dict[tuple[Any, ...], tuple[Any, Callable[[np.ndarray], np.ndarray]]] = {}
 #: Options of these exact types only: 1 == True and 19.0 == 19, but only True and 19 are valid.
 _SIMPLE = (str, int, bool, type(None))
 
@@ -38,12 +39,25 @@ def cached_cast(x: Any, to: Any, options: tuple[Any, ...]) -> np.ndarray | None:
     key = _key(x, to, options)
     if key is None:
         return None
-    run = _CASTS.get(key)
-    return None if run is None else run(x)
+    found = _CASTS.get(key)
+    if found is None:
+        return None
+    adapter, run = found
+    if "engine" in vars(adapter):  # the adapter's engine was replaced: honour it
+        return None
+    return run(x)
 
 
-def remember(x: Any, to: Any, options: tuple[Any, ...], run: Callable[[np.ndarray], Any]) -> None:
-    """Remember how the full path cast ``x`` (``run`` takes an array of ``x``'s dtype)."""
+def remember(
+    x: Any, to: Any, options: tuple[Any, ...], adapter: Any, run: Callable[[np.ndarray], Any]
+) -> None:
+    """Remember how the full path cast ``x`` with ``adapter`` (``run`` takes an array of
+    ``x``'s dtype and casts it as that adapter's engine does)."""
     key = _key(x, to, options)
-    if key is not None and len(_CASTS) < 4096:
-        _CASTS[key] = run
+    if key is not None and len(_CASTS) < 4096 and "engine" not in vars(adapter):
+        _CASTS[key] = (adapter, run)
+
+
+def clear() -> None:
+    """Forget every remembered cast (after the spec's rules or the kernels changed)."""
+    _CASTS.clear()

@@ -55,10 +55,17 @@ def _source_type(adapter: Adapter, array: Any) -> TypeSpec:
 
 
 def _namespace(array: Any) -> Any:
-    """``aac.array_namespace(array)``, cached by type (see :data:`_NAMESPACES`)."""
+    """``aac.array_namespace(array)``, cached by type (see :data:`_NAMESPACES`).
+
+    NumPy arrays get NumPy itself: NumPy 2 is an Array-API namespace, and importing
+    array-api-compat's NumPy wrapper (which imports numpy.f2py and numpy.testing) costs about
+    100 ms, most of a first cast.
+    """
     xp = _NAMESPACES.get(type(array))
     if xp is None:
-        xp = _NAMESPACES[type(array)] = aac.array_namespace(array)
+        numpy_array = isinstance(array, (np.ndarray, np.generic))
+        xp = np if numpy_array else aac.array_namespace(array)
+        _NAMESPACES[type(array)] = xp
     return xp
 
 
@@ -365,7 +372,7 @@ def _run(
         if remember_as is not None and array is x:
             run = adapter.repeat_cast(plan)
             if run is not None:
-                remember(x, *remember_as, run)
+                remember(x, *remember_as, adapter, run)
     if scalar and isinstance(result, np.ndarray):
         return result[()]
     return result

@@ -12,7 +12,7 @@ from castlike import _fastpath
 
 @pytest.fixture(autouse=True)
 def _fresh() -> None:
-    _fastpath._CASTS.clear()
+    _fastpath.clear()
 
 
 def test_repeat_calls_equal_the_first_and_return_new_arrays() -> None:
@@ -49,3 +49,22 @@ def test_dtype_and_byte_order_are_part_of_the_key() -> None:
     swapped = x.astype(">f4")
     assert castlike.cast(swapped, "INT8").tolist() == [1, 127, -2]
     assert castlike.cast(x.astype(np.float64), "INT8").tolist() == [1, 127, -2]
+
+
+def test_a_replaced_engine_is_honoured(monkeypatch: pytest.MonkeyPatch) -> None:
+    from castlike.backends import adapter_named
+
+    numpy_adapter = adapter_named("numpy")
+    x = np.array([1.5, 300.0], dtype=np.float32)
+    castlike.cast(x, "INT8")  # remembered
+
+    class Doubling:
+        def __init__(self, engine: object) -> None:
+            self.engine = engine
+
+        def cast(self, array: np.ndarray, plan: object) -> np.ndarray:
+            return self.engine.cast(array, plan) * 2  # type: ignore[attr-defined]
+
+    real = numpy_adapter.engine
+    monkeypatch.setattr(numpy_adapter, "engine", lambda: Doubling(real()))
+    assert castlike.cast(x, "INT8").tolist() == [2, -2]

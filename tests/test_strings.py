@@ -1,4 +1,4 @@
-"""String casts (RULES.md R9, R12): the fast paths of castlike.strings against the exact rules of
+"""String casts (rules R9, R12): the fast paths of castlike.strings against the exact rules of
 castlike.spec.strings, numpy and onnx.reference, plus the seed's examples and the ONNX node
 data shipped inside the onnx 1.14.1, 1.16.2 and 1.18.0 wheels."""
 

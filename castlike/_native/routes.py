@@ -181,6 +181,9 @@ def kernel_for(module: ModuleType, source: TypeSpec, target: TypeSpec, mode: Mod
 
 def clear_caches() -> None:
     """Forget every kernel and table built so far (after the spec's rules were changed)."""
+    from .. import _fastpath
+
+    _fastpath.clear()
     _kernel.cache_clear()
     for table in (pattern_table, float32_class_table, double_class_table):
         table.cache_clear()

@@ -3,7 +3,7 @@
 Imported only when the caller passes a torch tensor (or asks for this backend by name), so
 castlike never imports torch on its own.
 
-What torch can hold (RULES.md R10): every numeric ONNX type except FLOAT4E2M1 (torch only has
+What torch can hold (rule R10): every numeric ONNX type except FLOAT4E2M1 (torch only has
 the packed ``float4_e2m1fn_x2``) and FLOAT6E2M3/FLOAT6E3M2 (no dtype).  The one-byte "shell"
 dtypes ``torch.int4``, ``torch.uint4``, ``torch.int2`` and ``torch.uint2`` hold the sub-byte
 types one element per byte, low bits significant, like ml_dtypes; torch implements almost no
@@ -114,7 +114,7 @@ _NOT_IN_TORCH: dict[OnnxType, str] = {
     ),
     _T.STRING: (
         "PyTorch tensors hold no strings; casting to STRING returns a NumPy string array, and "
-        "strings are read from NumPy arrays (RULES.md R9)"
+        "strings are read from NumPy arrays (rule R9)"
     ),
 }
 

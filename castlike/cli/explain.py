@@ -78,10 +78,16 @@ def _range_text(t: TypeSpec) -> str:
 def _detail(why: Explanation, target: TypeSpec) -> list[str]:
     """What the rule looked at, in the target's terms."""
     r = why.rounding
-    if r is None or target.kind is not Kind.FLOAT:
+    if target.kind is not Kind.FLOAT:
         return []
     fmt = target.fmt
     x = why.rounded_value
+    if fmt.special is Special.E8M0 and why.rule.startswith(("R6 x > ", "R6 x < ")):
+        # R6 judges the range on x itself, before any rounding: no neighbours to show.
+        side = "above" if x.magnitude > fmt.max_value else "below"
+        return [_line("range", f"{_range_text(target)}; x = {show(x)} is {side}")]
+    if r is None:
+        return []
     beyond = "range" in why.rule or "> max" in why.rule
     if beyond:
         if fmt.special is Special.E8M0:

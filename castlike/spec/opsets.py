@@ -1,4 +1,4 @@
-"""Versions of the Cast and CastLike operators (RULES.md R2) as data.
+"""Versions of the Cast and CastLike operators (rule R2) as data.
 
 Each since-version lists the element types it allows (T1 and T2 are the same set in every
 version), the attributes it has, and the semantic changes that come with it.  A test compares
@@ -89,7 +89,7 @@ def _versions(op: Op, table: list[tuple[int, frozenset[OnnxType]]]) -> tuple[OpV
 
 
 #: Since-versions of each operator, oldest first.  Cast-1 (whose ``to`` was a string) allows
-#: the same types as Cast-6; RULES.md R2 starts at 6, onnx.defs at 1.
+#: the same types as Cast-6; rule R2 starts at 6, onnx.defs at 1.
 OPS: dict[Op, tuple[OpVersion, ...]] = {
     Op.CAST: _versions(
         Op.CAST,

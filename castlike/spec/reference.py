@@ -1,4 +1,4 @@
-"""The exact oracle: the executable form of RULES.md R3-R8 and R12.
+"""The exact oracle: the executable form of rules R3-R8 and R12.
 
 Given an exact value (a rational number, +-0, +-Inf or NaN) and a target type, it returns the
 target's bits by the rules, using integer and :class:`fractions.Fraction` arithmetic only, no

@@ -1,4 +1,4 @@
-"""The special rules of RULES.md R3-R8 and the profiles of R12, as data.
+"""The special rules R3-R8 and the profiles of R12, as data.
 
 The oracle (:mod:`castlike.spec.reference`) and every backend read these tables; nothing here
 computes on arrays.

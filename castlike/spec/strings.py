@@ -1,4 +1,4 @@
-"""The string rules of RULES.md R9 and the ``numpy`` string style of R12, exactly.
+"""The string rules (R9) and the ``numpy`` string style of R12, exactly.
 
 Standard library only, like the rest of the oracle: numbers are ``fractions.Fraction`` s and
 bit patterns are ``int`` s.  :mod:`castlike.strings` is the fast, vectorised implementation;

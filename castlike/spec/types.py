@@ -1,4 +1,4 @@
-"""The 26 ONNX element types of Cast-28 (RULES.md R1), one frozen record per type.
+"""The 26 ONNX element types of Cast-28 (rule R1), one frozen record per type.
 
 Standard library only: this module describes *formats* (bit widths, exponent bias, special
 encodings), never a backend's dtype objects.  Backends bind these records to their own dtypes.
@@ -160,7 +160,7 @@ class FloatFormat:
         return Fraction(2) ** (self.min_exponent - self.mantissa_bits)
 
     def nan_bits(self, negative: bool = False) -> int | None:
-        """The NaN encoding castlike produces (RULES.md R4), or None for finite-only formats."""
+        """The NaN encoding castlike produces (rule R4), or None for finite-only formats."""
         e, m = self.exponent_bits, self.mantissa_bits
         if self.special is Special.IEEE:
             # Quiet NaN: all-ones exponent, top mantissa bit.  For E5M2 this is 0x7E (ml_dtypes).
