@@ -24,9 +24,14 @@ Run: ``python benchmarks/bench_numpy.py [--sizes 1e5 1e6 1e7] [--only FLOAT-FLOA
 
 from __future__ import annotations
 
+import os
+
+# Idle OpenMP threads of one contender (torch, onnxruntime) would otherwise spin on the cores
+# the next contender needs, for every contender alike.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 import argparse
 import json
-import os
 import platform
 import statistics
 import time

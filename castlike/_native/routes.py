@@ -49,6 +49,10 @@ _INT_KEYS = {
 }
 
 
+_HALF_KEYS = {_T.FLOAT16: "f16", _T.BFLOAT16: "bf16"}
+_WIDE_FLOAT_KEYS = {_T.FLOAT: "f32", _T.DOUBLE: "f64"}
+
+
 def _storage(t: TypeSpec) -> str:
     return f"u{t.storage_bits}"
 
@@ -81,6 +85,9 @@ def route(source: TypeSpec, target: TypeSpec, mode: Mode) -> tuple[str, dict[str
     """
     if not covers(source, target, mode):
         return None
+    if _T(source.code) in _HALF_KEYS and _T(target.code) in _WIDE_FLOAT_KEYS:
+        # R3: widening is exact, with nothing to decide; the CPU's conversion where it has one.
+        return f"widen:{_HALF_KEYS[_T(source.code)]}:{_WIDE_FLOAT_KEYS[_T(target.code)]}", {}
     if source.storage_bits <= 16:
         # Every pattern of the source, cast once by the spec's table: one gather.
         table = pattern_table(source, target, mode)
