@@ -322,7 +322,7 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     ax.invert_yaxis()
     ax.set_xscale("log")
     ax.set_xlabel(f"million elements per second at n = {n:,}, one thread (log scale)")
-    ax.legend(loc="lower right", fontsize="small")
+    ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=len(contenders), fontsize="small")
     ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
