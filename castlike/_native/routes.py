@@ -28,15 +28,18 @@ from ..spec.types import Kind, OnnxType, TypeSpec
 __all__ = ["clear_caches", "covers", "kernel_for", "route"]
 
 _T = OnnxType
-#: How each wide source is named in a kernel name (floats arrive as their bits).
-_WIDE_KEYS = {
-    _T.FLOAT: "f32",
-    _T.DOUBLE: "f64",
-    _T.INT32: "i32",
-    _T.UINT32: "u32",
-    _T.INT64: "i64",
-    _T.UINT64: "u64",
-}
+
+
+def _source_key(source: TypeSpec) -> str:
+    """How a source of an arithmetic kernel is named in a kernel name: ``f32``/``f64`` for
+    FLOAT/DOUBLE (which arrive as their bits), ``i8`` ... ``u64`` for integers, BOOL as ``u8``."""
+    if source.is_float:
+        return f"f{source.bits}"
+    if source.kind is Kind.BOOL:
+        return "u8"
+    return f"{'i' if source.kind is Kind.SIGNED else 'u'}{source.bits}"
+
+
 _INT_KEYS = {
     _T.INT8: "i8",
     _T.UINT8: "u8",
@@ -88,22 +91,26 @@ def route(source: TypeSpec, target: TypeSpec, mode: Mode) -> tuple[str, dict[str
     if _T(source.code) in _HALF_KEYS and _T(target.code) in _WIDE_FLOAT_KEYS:
         # R3: widening is exact, with nothing to decide; the CPU's conversion where it has one.
         return f"widen:{_HALF_KEYS[_T(source.code)]}:{_WIDE_FLOAT_KEYS[_T(target.code)]}", {}
-    if source.storage_bits <= 16:
+    arithmetic = source.kind is Kind.BOOL or (source.is_integer and not source.is_sub_byte)
+    if source.storage_bits <= 16 and not arithmetic:
         # Every pattern of the source, cast once by the spec's table: one gather.
         table = pattern_table(source, target, mode)
         mask = (1 << source.bits) - 1
         return f"gather:{_storage(source)}:{_storage(target)}", {"table": table, "mask": mask}
+    # Integers and BOOL (a uint8 of 0/1) of every width, FLOAT and DOUBLE: arithmetic kernels
+    # (an integer source's kernel is a conversion, a mask or a clamp: faster than a gather).
     s, t = _T(source.code), _T(target.code)
-    key = _WIDE_KEYS[s]
+    key = _source_key(source)
     rules = mode.profile.rules
     if target.kind is Kind.BOOL:
-        sign = (1 << (source.bits - 1)) if source.is_float else 0
-        return f"nonzero:u{source.bits}:u8", {"mask": ((1 << source.bits) - 1) ^ sign}
+        width = source.storage_bits
+        sign = (1 << (width - 1)) if source.is_float else 0
+        return f"nonzero:u{width}:u8", {"mask": ((1 << width) - 1) ^ sign}
     if target.is_integer:
         return _to_integer(source, target, mode, key)
     if t is _T.FLOAT or t is _T.DOUBLE:
         if s is t:  # the same type: a copy of the bits
-            return f"int_to_int:u{source.bits}:u{source.bits}", {}
+            return f"int_to_int:u{source.bits}:u{source.bits}", {"mask": (1 << source.bits) - 1}
         return f"convert:{key}:f{target.bits}", {}
     odd = Engine.rounds_to_odd(source, target, mode)
     if t is _T.FLOAT16:
@@ -134,7 +141,7 @@ def _to_integer(
     if target.is_sub_byte:
         mask = (1 << target.bits) - 1
         saturate = rules.sub_byte_range == "saturate"
-        if source.is_integer:
+        if not source.is_float:  # integers and BOOL
             params: dict[str, Any] = {"mask": mask}
             if saturate:
                 params.update(
@@ -156,7 +163,7 @@ def _to_integer(
             params.update(pre_lo=float(target.int_min), pre_hi=float(target.int_max))
         return f"float_to_sub_byte:{key}:u8", params
     tkey = _INT_KEYS[_T(target.code)]
-    if source.is_integer:
+    if not source.is_float:  # integers and BOOL
         return f"int_to_int:{key}:u{target.bits}", {"mask": (1 << target.bits) - 1}
     # Truncation with saturation: clamp to bounds exact in the source format; a maximum the
     # format cannot hold is reached by x >= int_max + 1 instead.

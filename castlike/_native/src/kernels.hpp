@@ -214,9 +214,12 @@ inline uint32_t float32_bits_for_class(typename Source::T x) {
     return Variant == 1 ? bit_cast<uint32_t>(static_cast<float>(d)) : float32_odd_bits(d);
   } else if constexpr (Variant == 1) {
     using I = typename Source::T;
-    constexpr I kBound = I(1) << 24;
-    I clamped = x > kBound ? kBound : x;
-    if constexpr (std::is_signed_v<I>) clamped = clamped < -kBound ? I(-kBound) : clamped;
+    I clamped = x;
+    if constexpr (sizeof(I) >= 4) {  // 8- and 16-bit integers are exact in FLOAT as they are
+      constexpr I kBound = I(1) << 24;
+      clamped = clamped > kBound ? kBound : clamped;
+      if constexpr (std::is_signed_v<I>) clamped = clamped < -kBound ? I(-kBound) : clamped;
+    }
     return bit_cast<uint32_t>(static_cast<float>(clamped));
   } else {  // rounded to odd into DOUBLE (exact for 32 bits), then into FLOAT
     return float32_odd_bits(bit_cast<double>(float64_odd_bits_of(x)));
@@ -340,9 +343,12 @@ struct IntToFloat16 {
   using OutT = uint16_t;
   explicit IntToFloat16(const Params&) {}
   uint16_t operator()(I x) const {
-    constexpr I kBound = I(1) << 17;
-    I clamped = x > kBound ? kBound : x;
-    if constexpr (std::is_signed_v<I>) clamped = clamped < -kBound ? I(-kBound) : clamped;
+    I clamped = x;
+    if constexpr (sizeof(I) >= 4) {  // 8- and 16-bit integers are exact in FLOAT as they are
+      constexpr I kBound = I(1) << 17;
+      clamped = clamped > kBound ? kBound : clamped;
+      if constexpr (std::is_signed_v<I>) clamped = clamped < -kBound ? I(-kBound) : clamped;
+    }
     return float16_rne_bits(bit_cast<uint32_t>(static_cast<float>(clamped)));
   }
 };

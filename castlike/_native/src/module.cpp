@@ -44,8 +44,30 @@ constexpr Entry entry(const char* name) {
                int(sizeof(typename Op::OutT)), int(1 + sizeof...(Ops))};
 }
 
+//: Every family that takes an integer source, for the integer type I named `k` (BOOL travels
+//: as uint8: its 0/1 is the number R8 says it is).
+#define CASTLIKE_INTEGER_SOURCE(I, k)                                                       \
+  entry<FloatClass<Integer<I>, 0>, FloatClass<Integer<I>, 1>>("float_class:" k ":u8"),      \
+      entry<IntToFloat16<I>>("float16:" k ":u16"),                                          \
+      entry<IntToBFloat16<I, 0>, IntToBFloat16<I, 1>, IntToBFloat16<I, 2>>("bfloat16:" k  \
+                                                                             ":u16"),       \
+      entry<Convert<I, float>>("convert:" k ":f32"),                                        \
+      entry<Convert<I, double>>("convert:" k ":f64"),                                       \
+      entry<IntToInt<I, uint8_t, 0>, IntToInt<I, uint8_t, 1>>("int_to_int:" k ":u8"),      \
+      entry<IntToInt<I, uint16_t, 0>, IntToInt<I, uint16_t, 1>>("int_to_int:" k ":u16"),   \
+      entry<IntToInt<I, uint32_t, 0>, IntToInt<I, uint32_t, 1>>("int_to_int:" k ":u32"),   \
+      entry<IntToInt<I, uint64_t, 0>, IntToInt<I, uint64_t, 1>>("int_to_int:" k ":u64")
+
 // Names read "<family>:<source storage>:<target storage>"; castlike._native.routes builds them.
 const Entry kEntries[] = {
+    CASTLIKE_INTEGER_SOURCE(int8_t, "i8"),
+    CASTLIKE_INTEGER_SOURCE(uint8_t, "u8"),
+    CASTLIKE_INTEGER_SOURCE(int16_t, "i16"),
+    CASTLIKE_INTEGER_SOURCE(uint16_t, "u16"),
+    CASTLIKE_INTEGER_SOURCE(int32_t, "i32"),
+    CASTLIKE_INTEGER_SOURCE(uint32_t, "u32"),
+    CASTLIKE_INTEGER_SOURCE(int64_t, "i64"),
+    CASTLIKE_INTEGER_SOURCE(uint64_t, "u64"),
     entry<Gather<uint8_t, uint8_t>>("gather:u8:u8"),
     entry<Gather<uint8_t, uint16_t>>("gather:u8:u16"),
     entry<Gather<uint8_t, uint32_t>>("gather:u8:u32"),
@@ -56,42 +78,18 @@ const Entry kEntries[] = {
     entry<Gather<uint16_t, uint64_t>>("gather:u16:u64"),
     entry<FloatClass<FloatBits>>("float_class:f32:u8"),
     entry<FloatClass<DoubleBits, 0>, FloatClass<DoubleBits, 1>>("float_class:f64:u8"),
-    entry<FloatClass<Integer<int32_t>, 0>, FloatClass<Integer<int32_t>, 1>>("float_class:i32:u8"),
-    entry<FloatClass<Integer<uint32_t>, 0>, FloatClass<Integer<uint32_t>, 1>>("float_class:u32:u8"),
-    entry<FloatClass<Integer<int64_t>, 0>, FloatClass<Integer<int64_t>, 1>>("float_class:i64:u8"),
-    entry<FloatClass<Integer<uint64_t>, 0>, FloatClass<Integer<uint64_t>, 1>>("float_class:u64:u8"),
     entry<DoubleClass>("double_class:f64:u8"),
     entry<Float32ToFloat16>("float16:f32:u16"),
     entry<DoubleToHalf<Float16>>("float16:f64:u16"),
-    entry<IntToFloat16<int32_t>>("float16:i32:u16"),
-    entry<IntToFloat16<uint32_t>>("float16:u32:u16"),
-    entry<IntToFloat16<int64_t>>("float16:i64:u16"),
-    entry<IntToFloat16<uint64_t>>("float16:u64:u16"),
     entry<Float32ToBFloat16<0>, Float32ToBFloat16<0>, Float32ToBFloat16<2>>("bfloat16:f32:u16"),
     entry<DoubleToHalf<BFloat16, 0>, DoubleToHalf<BFloat16, 1>, DoubleToHalf<BFloat16, 2>>(
         "bfloat16:f64:u16"),
-    entry<IntToBFloat16<int32_t, 0>, IntToBFloat16<int32_t, 1>, IntToBFloat16<int32_t, 2>>(
-        "bfloat16:i32:u16"),
-    entry<IntToBFloat16<uint32_t, 0>, IntToBFloat16<uint32_t, 1>, IntToBFloat16<uint32_t, 2>>(
-        "bfloat16:u32:u16"),
-    entry<IntToBFloat16<int64_t, 0>, IntToBFloat16<int64_t, 1>, IntToBFloat16<int64_t, 2>>(
-        "bfloat16:i64:u16"),
-    entry<IntToBFloat16<uint64_t, 0>, IntToBFloat16<uint64_t, 1>, IntToBFloat16<uint64_t, 2>>(
-        "bfloat16:u64:u16"),
     entry<Widen<Float16, float>>("widen:f16:f32"),
     entry<Widen<Float16, double>>("widen:f16:f64"),
     entry<Widen<BFloat16, float>>("widen:bf16:f32"),
     entry<Widen<BFloat16, double>>("widen:bf16:f64"),
     entry<Convert<double, float>>("convert:f64:f32"),
-    entry<Convert<int32_t, float>>("convert:i32:f32"),
-    entry<Convert<uint32_t, float>>("convert:u32:f32"),
-    entry<Convert<int64_t, float>>("convert:i64:f32"),
-    entry<Convert<uint64_t, float>>("convert:u64:f32"),
     entry<Convert<float, double>>("convert:f32:f64"),
-    entry<Convert<int32_t, double>>("convert:i32:f64"),
-    entry<Convert<uint32_t, double>>("convert:u32:f64"),
-    entry<Convert<int64_t, double>>("convert:i64:f64"),
-    entry<Convert<uint64_t, double>>("convert:u64:f64"),
     entry<FloatToInt<float, int8_t>>("float_to_int:f32:i8"),
     entry<FloatToInt<float, uint8_t>>("float_to_int:f32:u8"),
     entry<FloatToInt<float, int16_t>>("float_to_int:f32:i16"),
@@ -110,25 +108,13 @@ const Entry kEntries[] = {
     entry<FloatToInt<double, uint64_t>>("float_to_int:f64:u64"),
     entry<FloatToSubByte<float, 0>, FloatToSubByte<float, 1>>("float_to_sub_byte:f32:u8"),
     entry<FloatToSubByte<double, 0>, FloatToSubByte<double, 1>>("float_to_sub_byte:f64:u8"),
-    entry<IntToInt<int32_t, uint8_t, 0>, IntToInt<int32_t, uint8_t, 1>>("int_to_int:i32:u8"),
-    entry<IntToInt<int32_t, uint16_t, 0>, IntToInt<int32_t, uint16_t, 1>>("int_to_int:i32:u16"),
-    entry<IntToInt<int32_t, uint32_t, 0>, IntToInt<int32_t, uint32_t, 1>>("int_to_int:i32:u32"),
-    entry<IntToInt<int32_t, uint64_t, 0>, IntToInt<int32_t, uint64_t, 1>>("int_to_int:i32:u64"),
-    entry<IntToInt<uint32_t, uint8_t, 0>, IntToInt<uint32_t, uint8_t, 1>>("int_to_int:u32:u8"),
-    entry<IntToInt<uint32_t, uint16_t, 0>, IntToInt<uint32_t, uint16_t, 1>>("int_to_int:u32:u16"),
-    entry<IntToInt<uint32_t, uint32_t, 0>, IntToInt<uint32_t, uint32_t, 1>>("int_to_int:u32:u32"),
-    entry<IntToInt<uint32_t, uint64_t, 0>, IntToInt<uint32_t, uint64_t, 1>>("int_to_int:u32:u64"),
-    entry<IntToInt<int64_t, uint8_t, 0>, IntToInt<int64_t, uint8_t, 1>>("int_to_int:i64:u8"),
-    entry<IntToInt<int64_t, uint16_t, 0>, IntToInt<int64_t, uint16_t, 1>>("int_to_int:i64:u16"),
-    entry<IntToInt<int64_t, uint32_t, 0>, IntToInt<int64_t, uint32_t, 1>>("int_to_int:i64:u32"),
-    entry<IntToInt<int64_t, uint64_t, 0>, IntToInt<int64_t, uint64_t, 1>>("int_to_int:i64:u64"),
-    entry<IntToInt<uint64_t, uint8_t, 0>, IntToInt<uint64_t, uint8_t, 1>>("int_to_int:u64:u8"),
-    entry<IntToInt<uint64_t, uint16_t, 0>, IntToInt<uint64_t, uint16_t, 1>>("int_to_int:u64:u16"),
-    entry<IntToInt<uint64_t, uint32_t, 0>, IntToInt<uint64_t, uint32_t, 1>>("int_to_int:u64:u32"),
-    entry<IntToInt<uint64_t, uint64_t, 0>, IntToInt<uint64_t, uint64_t, 1>>("int_to_int:u64:u64"),
+    entry<NonZero<uint8_t>>("nonzero:u8:u8"),
+    entry<NonZero<uint16_t>>("nonzero:u16:u8"),
     entry<NonZero<uint32_t>>("nonzero:u32:u8"),
     entry<NonZero<uint64_t>>("nonzero:u64:u8"),
 };
+
+#undef CASTLIKE_INTEGER_SOURCE
 
 constexpr size_t kEntryCount = sizeof(kEntries) / sizeof(kEntries[0]);
 
