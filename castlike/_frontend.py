@@ -525,8 +525,9 @@ def cast_like(
     Examples
     --------
     >>> import numpy as np, ml_dtypes, castlike
-    >>> castlike.cast_like(np.array([1.0, 2.5]), np.zeros(1, ml_dtypes.int4))
-    array([1, 2], dtype=int4)
+    >>> y = castlike.cast_like(np.array([1.0, 2.5]), np.zeros(1, ml_dtypes.int4))
+    >>> y.dtype.name, y.tolist()
+    ('int4', [1, 2])
     """
     if _is_array(like) and not _holds_strings(like):
         x_array, _ = _as_array(x)

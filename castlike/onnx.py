@@ -192,8 +192,9 @@ def to_array(tensor: Any, xp: Any = np) -> Any:
     --------
     >>> import numpy as np, onnx, castlike.onnx as co
     >>> t = onnx.helper.make_tensor("x", onnx.TensorProto.INT4, [3], [-1, 7, 2])
-    >>> co.to_array(t)
-    array([-1, 7, 2], dtype=int4)
+    >>> a = co.to_array(t)
+    >>> a.dtype.name, a.tolist()
+    ('int4', [-1, 7, 2])
     """
     t = _element_type(tensor.data_type)
     if tensor.HasField("segment"):
