@@ -30,26 +30,14 @@ __all__ = ["clear_caches", "covers", "kernel_for", "route"]
 _T = OnnxType
 
 
-def _source_key(source: TypeSpec) -> str:
-    """How a source of an arithmetic kernel is named in a kernel name: ``f32``/``f64`` for
+def _type_key(source: TypeSpec) -> str:
+    """How a type of an arithmetic kernel is named in a kernel name: ``f32``/``f64`` for
     FLOAT/DOUBLE (which arrive as their bits), ``i8`` ... ``u64`` for integers, BOOL as ``u8``."""
     if source.is_float:
         return f"f{source.bits}"
     if source.kind is Kind.BOOL:
         return "u8"
     return f"{'i' if source.kind is Kind.SIGNED else 'u'}{source.bits}"
-
-
-_INT_KEYS = {
-    _T.INT8: "i8",
-    _T.UINT8: "u8",
-    _T.INT16: "i16",
-    _T.UINT16: "u16",
-    _T.INT32: "i32",
-    _T.UINT32: "u32",
-    _T.INT64: "i64",
-    _T.UINT64: "u64",
-}
 
 
 _HALF_KEYS = {_T.FLOAT16: "f16", _T.BFLOAT16: "bf16"}
@@ -100,7 +88,7 @@ def route(source: TypeSpec, target: TypeSpec, mode: Mode) -> tuple[str, dict[str
     # Integers and BOOL (a uint8 of 0/1) of every width, FLOAT and DOUBLE: arithmetic kernels
     # (an integer source's kernel is a conversion, a mask or a clamp: faster than a gather).
     s, t = _T(source.code), _T(target.code)
-    key = _source_key(source)
+    key = _type_key(source)
     rules = mode.profile.rules
     if target.kind is Kind.BOOL:
         width = source.storage_bits
@@ -162,7 +150,7 @@ def _to_integer(
         if saturate:
             params.update(pre_lo=float(target.int_min), pre_hi=float(target.int_max))
         return f"float_to_sub_byte:{key}:u8", params
-    tkey = _INT_KEYS[_T(target.code)]
+    tkey = _type_key(target)
     if not source.is_float:  # integers and BOOL
         return f"int_to_int:{key}:u{target.bits}", {"mask": (1 << target.bits) - 1}
     # Truncation with saturation: clamp to bounds exact in the source format; a maximum the
