@@ -244,6 +244,41 @@ def test_format_every_pattern(t: TypeSpec, style: str) -> None:
     assert not bad, f"{len(bad)} patterns differ, e.g. {bad[:5]}"
 
 
+@pytest.mark.parametrize("style", ["spec", "numpy"])
+@pytest.mark.parametrize("t", SMALL, ids=_name)
+def test_few_values_format_like_the_pattern_table(t: TypeSpec, style: str) -> None:
+    """A short array formats only the patterns it holds (so that a first cast need not lay
+    out all 65,536 texts); every text equals the one of the whole-type table."""
+    from castlike.strings import _format
+
+    rng = np.random.default_rng(t.code)
+    count = max(1, (1 << t.bits) // _format._FEW - 1)  # below the whole-table threshold
+    patterns = rng.integers(0, 1 << t.bits, size=count).astype(f"uint{t.storage_bits}")
+    patterns[: min(count, 2)] = [0, (1 << t.bits) - 1][: min(count, 2)]  # both ends
+    few = fast.format_numbers(NUMPY.from_bits(patterns, t), t, style=style)
+    table = _format._pattern_text(t, style)[patterns.astype(np.intp)].astype(str).tolist()
+    assert few.tolist() == table
+
+
+@pytest.mark.parametrize("width", [20, 24])
+def test_text_templates_fill_only_the_blocks_asked_for(width: int) -> None:
+    """The layout templates are filled one (sign, layout, digit count) block at a time; a
+    block filled on its own equals the same block of a table filled all at once, and no other
+    block is touched."""
+    from castlike.strings import _format
+
+    full = _format._Templates(width).table(np.arange(_format._BLOCKS))
+    blank = _format._Templates(width)
+    untouched = blank.rows.copy()
+    picked = np.array([7, 7, 50, 125])
+    partial = blank.table(picked).reshape(_format._BLOCKS, -1, width)
+    full = full.reshape(_format._BLOCKS, -1, width)
+    for block in range(_format._BLOCKS):
+        expected = full[block] if block in picked else untouched[block]
+        assert np.array_equal(partial[block], expected), block
+    assert blank.filled.tolist() == [b in picked for b in range(_format._BLOCKS)]
+
+
 def _pattern_strategy(t: TypeSpec) -> st.SearchStrategy[int]:
     return st.integers(0, (1 << t.bits) - 1)
 

@@ -27,8 +27,9 @@ _QUAD = _U64(10000)
 @lru_cache(maxsize=1)
 def _digit_quads() -> np.ndarray:
     """ASCII of 0000 ... 9999 as little-endian uint32 (first character in the low byte)."""
-    text = "".join(f"{i:04d}" for i in range(10000)).encode()
-    return np.frombuffer(text, dtype="<u4").copy()
+    i = np.arange(10000, dtype=np.uint32)
+    digits = [(i // 10**p) % 10 for p in (3, 2, 1, 0)]  # first character first
+    return sum((d + ord("0")) << (8 * k) for k, d in enumerate(digits)).astype("<u4")
 
 
 def _x_range(width: int) -> tuple[int, int]:
@@ -36,40 +37,72 @@ def _x_range(width: int) -> tuple[int, int]:
     return (-330, 330) if width > _WIDTH else (-50, 50)
 
 
-@lru_cache(maxsize=4)
-def _templates(width: int) -> np.ndarray:
+#: One template block per (negative, layout, digit count): every exponent of one of those.
+_BLOCKS = 2 * 3 * (_DIGIT_SLOTS + 1)
+_LITERAL_INDEX = {ord(ch): _DIGIT_SLOTS + i for i, ch in enumerate(_LITERALS.decode("latin-1"))}
+
+
+class _Templates:
     """For every (negative, layout, digit count, exponent): the ``width`` bytes of the text,
     as indices into a row's digit-and-literal buffer (see :func:`_layout_into`).
 
     Placeholder characters stand for the digits, so the oracle's own layout function decides
-    where every digit and literal goes.  Scientific texts differ only in their exponent: it is
-    laid out once per digit count and the exponents are appended (checked at both ends).
+    where every digit and literal goes.  The table is filled one block (negative, layout,
+    digit count) at a time, when a text first needs it: a first cast of a few numbers lays
+    out a few blocks, not all 126 (22 ms).  Filling is idempotent, so two threads filling the
+    same block at once write the same bytes.
     """
-    x_min, x_max = _x_range(width)
-    xs = range(x_min, x_max + 1)
-    table = np.full((2, 3, _DIGIT_SLOTS + 1, len(xs), width), _EXT - 1, dtype=np.uint8)
-    literal = {ord(ch): _DIGIT_SLOTS + i for i, ch in enumerate(_LITERALS.decode("latin-1"))}
-    suffixes = [
-        f"e{'-' if x < 0 else '+'}{abs(x):02d}".translate(literal).encode("latin-1") for x in xs
-    ]
 
-    def encode(text: str, to_index: dict[int, int]) -> np.ndarray | None:
+    def __init__(self, width: int) -> None:
+        self.width = width
+        self.x_min, self.x_max = _x_range(width)
+        xs = range(self.x_min, self.x_max + 1)
+        self.rows = np.full((_BLOCKS, len(xs), width), _EXT - 1, dtype=np.uint8)
+        self.filled = np.zeros(_BLOCKS, dtype=bool)
+        # Scientific texts differ only in their exponent: each digit count's text is laid out
+        # once and these exponents are appended (checked at both ends in _fill).
+        self.suffixes = [
+            f"e{'-' if x < 0 else '+'}{abs(x):02d}".translate(_LITERAL_INDEX).encode("latin-1")
+            for x in xs
+        ]
+
+    def table(self, blocks: np.ndarray) -> np.ndarray:
+        """The template rows, (block * exponents + exponent, width), with ``blocks`` filled."""
+        needed = np.bincount(blocks.reshape(-1), minlength=_BLOCKS).astype(bool)
+        for block in np.flatnonzero(needed & ~self.filled):
+            self._fill(int(block))
+            self.filled[block] = True
+        return self.rows.reshape(-1, self.width)
+
+    def _encode(self, text: str, to_index: dict[int, int]) -> np.ndarray | None:
         raw = text.translate(to_index).encode("latin-1")
-        return np.frombuffer(raw, dtype=np.uint8) if len(raw) <= width else None
+        return np.frombuffer(raw, dtype=np.uint8) if len(raw) <= self.width else None
 
-    for negative in (0, 1):
-        for n in range(1, _DIGIT_SLOTS + 1):
-            placeholder = "".join(chr(0x100 + j) for j in range(n))
-            to_index = dict(literal)
-            to_index.update({0x100 + j: _DIGIT_SLOTS - n + j for j in range(n)})
-            row = encode(("-" if negative else "") + placeholder, to_index)
+    def _fill(self, block: int) -> None:
+        negative, code, n = (
+            block // (3 * (_DIGIT_SLOTS + 1)),
+            block // (_DIGIT_SLOTS + 1) % 3,
+            block % (_DIGIT_SLOTS + 1),
+        )
+        if n == 0:
+            return  # no number has no digits
+        x_min, x_max, width = self.x_min, self.x_max, self.width
+        sign = "-" if negative else ""
+        placeholder = "".join(chr(0x100 + j) for j in range(n))
+        to_index = dict(_LITERAL_INDEX)
+        to_index.update({0x100 + j: _DIGIT_SLOTS - n + j for j in range(n)})
+        rows = self.rows[block]
+        if code == _INT:
+            row = self._encode(sign + placeholder, to_index)
             if row is not None:
-                table[negative, _INT, n, n - 1 - x_min, : row.size] = row
+                rows[n - 1 - x_min, : row.size] = row
+        elif code == _POS:
             for x in range(max(x_min, -30), min(x_max, 30) + 1):  # never positional beyond
                 text = spec_strings.layout_digits(bool(negative), placeholder, x, positional=True)
-                row = encode(text, to_index)
+                row = self._encode(text, to_index)
                 if row is not None:
-                    table[negative, _POS, n, x - x_min, : row.size] = row
+                    rows[x - x_min, : row.size] = row
+        else:
             ends = [
                 spec_strings.layout_digits(bool(negative), placeholder, x, positional=False)
                 for x in (x_min, x_max)
@@ -77,13 +110,18 @@ def _templates(width: int) -> np.ndarray:
             prefix = ends[0][: -len(f"e-{-x_min}")]
             assert ends == [prefix + f"e-{-x_min}", prefix + f"e+{x_max}"]
             head = prefix.translate(to_index).encode("latin-1")
-            block = [(head + tail).ljust(width, bytes([_EXT - 1]))[:width] for tail in suffixes]
-            fits = np.array([len(head) + len(tail) <= width for tail in suffixes])
-            rows = np.frombuffer(b"".join(block), dtype=np.uint8).reshape(len(xs), width)
-            table[negative, _SCI, n][fits] = rows[fits]
-    table = table.reshape(-1, width)
-    table.flags.writeable = False
-    return table
+            texts = [
+                (head + tail).ljust(width, bytes([_EXT - 1]))[:width] for tail in self.suffixes
+            ]
+            fits = np.array([len(head) + len(tail) <= width for tail in self.suffixes])
+            laid = np.frombuffer(b"".join(texts), dtype=np.uint8).reshape(len(texts), width)
+            rows[fits] = laid[fits]
+
+
+@lru_cache(maxsize=4)
+def _templates(width: int) -> _Templates:
+    """The one template table of each width."""
+    return _Templates(width)
 
 
 def _digit_count(f: np.ndarray) -> np.ndarray:
@@ -107,8 +145,10 @@ def _layout_into(
     """
     rows, width = out.shape
     x_min, x_max = _x_range(width)
-    key = ((negative * 3 + code) * (_DIGIT_SLOTS + 1) + n) * (x_max - x_min + 1) + (x - x_min)
-    index = _templates(width).take(key, axis=0).astype(np.int32)  # (kept as bytes: 2 MB)
+    block = (negative * 3 + code) * (_DIGIT_SLOTS + 1) + n
+    key = block * (x_max - x_min + 1) + (x - x_min)
+    table = _templates(width).table(block)  # (kept as bytes: 2 MB)
+    index = table.take(key, axis=0).astype(np.int32)
     ext = np.empty((rows, _EXT), dtype=np.uint8)
     ext[:, _DIGIT_SLOTS:] = np.frombuffer(_LITERALS, dtype=np.uint8)
     quad_view = ext.view("<u4")
@@ -209,17 +249,12 @@ def _integer_text(values: np.ndarray, t: TypeSpec) -> np.ndarray:
     return out
 
 
-@lru_cache(maxsize=128)
-def _pattern_text(t: TypeSpec, style: str) -> np.ndarray:
-    """The text of every pattern of a type of 16 bits or fewer (an ``S`` array)."""
-    patterns = np.arange(1 << t.bits, dtype=np.dtype(f"uint{t.storage_bits}"))
-    if t.kind is Kind.BOOL:
-        texts = [spec_strings.format_bits(b, t, style) for b in (0, 1)]
-        return np.array(texts, dtype="S")
+def _texts_of_patterns(patterns: np.ndarray, t: TypeSpec, style: str) -> np.ndarray:
+    """The text of each of the bit ``patterns`` of a type of 16 bits or fewer (``S``)."""
+    if t.kind is Kind.BOOL or (t.is_float and t.fmt.special is Special.E8M0):
+        return np.array([spec_strings.format_bits(int(b), t, style) for b in patterns], dtype="S")
     if t.is_integer:
         matrix = _integer_text(NUMPY.from_bits(patterns, t), t)
-    elif t.fmt.special is Special.E8M0:
-        return np.array([spec_strings.format_bits(int(b), t, style) for b in patterns], dtype="S")
     elif style == "numpy" and _T(t.code) not in spec_strings.NUMPY_POSITIONAL_LIMIT:
         # repr() of the Python float: DOUBLE digits and layout, lower-case specials.
         with np.errstate(invalid="ignore"):  # NaN of ml_dtypes types
@@ -227,17 +262,32 @@ def _pattern_text(t: TypeSpec, style: str) -> np.ndarray:
         matrix = _float_text(NUMPY.bits(wide, _DOUBLE), _DOUBLE, "numpy")
     else:
         matrix = _float_text(patterns, t, style)
-    table = np.ascontiguousarray(matrix).view(f"S{matrix.shape[1]}").reshape(-1)
+    return np.ascontiguousarray(matrix).view(f"S{matrix.shape[1]}").reshape(-1)
+
+
+@lru_cache(maxsize=128)
+def _pattern_text(t: TypeSpec, style: str) -> np.ndarray:
+    """The text of every pattern of a type of 16 bits or fewer (an ``S`` array)."""
+    patterns = np.arange(1 << t.bits, dtype=np.dtype(f"uint{t.storage_bits}"))
+    table = _texts_of_patterns(patterns, t, style)
     table.flags.writeable = False
     return table
+
+
+#: Below (patterns of the type) / _FEW elements, only the patterns present are formatted:
+#: a first cast of ten FLOAT16 values need not lay out all 65,536 texts (about 40 ms).
+_FEW = 64
 
 
 def _text_bytes(x: np.ndarray, source: TypeSpec, style: str) -> np.ndarray:
     """The text of every element of the NumPy array ``x`` (type ``source``), flat, as ``S``."""
     flat = np.ascontiguousarray(x).reshape(-1)
     if source.kind is Kind.BOOL or source.bits <= 16:
-        table = _pattern_text(source, style)
-        return table[NUMPY.bits(flat, source).astype(np.intp)]
+        bits = NUMPY.bits(flat, source)
+        if flat.size * _FEW < (1 << source.bits):
+            present, where = np.unique(bits, return_inverse=True)
+            return _texts_of_patterns(present, source, style)[where.reshape(-1)]
+        return _pattern_text(source, style)[bits.astype(np.intp)]
     if source.is_integer:
         matrix = _integer_text(flat, source)
     else:
