@@ -24,6 +24,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -127,13 +128,42 @@ def _command_s(argv: list[str], runs: int) -> tuple[float, float]:
     return statistics.median(cpu), statistics.median(wall)
 
 
+def rst_table(results: dict[str, Any]) -> str:
+    """The figures as reStructuredText, for docs/performance.rst."""
+    imports = results["import_cpu_ms"]
+    lines = [
+        f"* ``import castlike``: {imports['castlike_extra']:.0f} ms more than "
+        f"``import numpy, ml_dtypes`` ({imports['numpy_ml_dtypes']:.0f} ms); goal: at most 60 ms.",
+        f"* ``python -m castlike cast 0.1 --to FLOAT8E4M3FN``: {results['cli_s']['wall']:.2f} s "
+        f"wall, {results['cli_s']['cpu']:.2f} s CPU (bare ``python``: "
+        f"{results['python_bare_s']['wall']:.2f} s); goal: at most 0.5 s wall.",
+        "* A small cast after warm-up (10 elements from FLOAT): "
+        + ", ".join(f"{t} {us:.1f} µs" for t, us in results["warm_us"].items())
+        + "; goal: at most 8 µs.",
+        "",
+    ]
+    head = ("family", "target", *(f"from {s}" for s in SOURCES))
+    rows = [
+        (family, target, *(f"{results['first_cast_ms'][target][s]['cpu']:.1f}" for s in SOURCES))
+        for family, targets in FAMILIES.items()
+        for target in targets
+    ]
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+    rule = "  ".join("=" * w for w in widths)
+    lines += [rule, "  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)), rule]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
+    lines += [rule, ""]
+    return "\n".join(line.rstrip() for line in lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5, help="fresh interpreters per figure")
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
+    parser.add_argument("--rst", type=Path, help="also write them as rst (docs/_data)")
     args = parser.parse_args(argv)
     runs = args.runs
-    results: dict[str, object] = {}
+    results: dict[str, Any] = {}
     # Bytecode for every module, as an installed package has (see _child_env).
     subprocess.run(
         [sys.executable, "-m", "compileall", "-q", str(ROOT / "castlike")],
@@ -187,6 +217,8 @@ def main(argv: list[str] | None = None) -> int:
     results["warm_us"] = warm
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
+    if args.rst:
+        args.rst.write_text(rst_table(results))
     return 0
 
 

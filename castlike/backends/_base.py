@@ -90,6 +90,12 @@ class Adapter(ABC):
         validation, for the frontend to reuse on repeated calls; None where there is none."""
         return None
 
+    def cast_strings(self, x: Any, plan: Any, *, errors: str, like: Any) -> Any:
+        """A cast from or to STRING (R9) done the library's own way, or None for the default:
+        numbers brought to the host, formatted or parsed there, and brought back.  A library
+        of lazy blocks (Dask) formats block by block, so that the result stays lazy."""
+        return None
+
     # -- the engine ---------------------------------------------------------------------------
     def engine(self) -> Engine:
         """The rule engine bound to this adapter (subclasses may return a specialised one)."""

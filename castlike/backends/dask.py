@@ -2,6 +2,7 @@
 
 A Dask array's chunks are NumPy arrays with the same dtypes (ml_dtypes included), so the cast
 of a Dask array is ``map_blocks`` of the NumPy cast: nothing is computed until the caller asks.
+Casts from and to STRING are ``map_blocks`` of the string functions the same way.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import dask.array as da
 import numpy as np
 
 from .._engine import Engine
-from ..spec.types import OnnxType, TypeSpec
+from ..spec.types import Kind, OnnxType, TypeSpec
 from ._base import Adapter
 from .numpy import ADAPTER as NUMPY
 
@@ -58,6 +59,36 @@ class DaskAdapter(Adapter):
 
     def engine(self) -> Engine:
         return DaskEngine(self)
+
+    def cast_strings(self, x: Any, plan: Any, *, errors: str, like: Any) -> Any:
+        from .. import strings  # the string code loads only for string casts
+
+        source, target = plan.source, plan.target
+        if target.kind is Kind.STRING:
+            kind = strings.output_kind(like)
+            if source.kind is Kind.STRING and kind in "SU":
+                kind = "T"  # a fixed width would depend on every block's longest string
+            text = strings.block_text_dtype(source, kind)
+            return x.map_blocks(strings.format_block, plan, kind, dtype=text, meta=_meta(x, text))
+
+        def number_block(block: np.ndarray, block_info: Any = None) -> np.ndarray:
+            origin = None  # where the block starts, for error messages about the whole array
+            if block_info and block_info.get(0):
+                origin = tuple(start for start, _ in block_info[0]["array-location"])
+            return strings.parse_block(block, plan, errors, origin)
+
+        numbers = NUMPY.native_dtype(target)
+        result = x.map_blocks(number_block, dtype=numbers, meta=_meta(x, numbers))
+        if strings.is_other_library(like) and not isinstance(like, da.Array):
+            # The numbers go into like's library (R9), which has no lazy arrays to hold them.
+            return strings.deliver_numbers(np.asarray(result.compute()), plan, like)
+        return result
+
+
+def _meta(x: Any, dtype: Any) -> np.ndarray:
+    """An empty NumPy array of the result's type: given to ``map_blocks`` so that Dask does
+    not run the cast on made-up data to find it out."""
+    return np.empty((0,) * x.ndim, dtype=dtype)
 
 
 class DaskEngine(Engine):

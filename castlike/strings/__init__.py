@@ -1,9 +1,11 @@
 """String casts (rule R9): exact, vectorised formatting and parsing on the host.
 
 Every backend comes here for STRING: numbers are brought to NumPy, formatted or parsed with
-NumPy integer arithmetic, and the result goes back to the caller's library.  The exact rules
-live in :mod:`castlike.spec.strings`; this module is the fast implementation of the same
-rules, tested against it element by element.
+NumPy integer arithmetic, and the result goes back to the caller's library.  A library of lazy
+blocks (Dask) applies the block functions at the end of this module to each block instead
+(its adapter's ``cast_strings``), so that the result stays lazy.  The exact rules live in
+:mod:`castlike.spec.strings`; this module is the fast implementation of the same rules, tested
+against it element by element.
 
 Number -> STRING
     The shortest decimal that reads back to the same value in the source type, by the
@@ -46,7 +48,17 @@ from ._common import _DOUBLE, _SD, _T
 from ._format import _WIDTH, _WIDTH_DOUBLE, _style, _text_bytes, format_numbers
 from ._parse import _as_string_array, _parse_bits
 
-__all__ = ["cast_strings", "format_numbers", "parse_strings"]
+__all__ = [
+    "block_text_dtype",
+    "cast_strings",
+    "deliver_numbers",
+    "format_block",
+    "format_numbers",
+    "is_other_library",
+    "output_kind",
+    "parse_block",
+    "parse_strings",
+]
 
 # == entry points =================================================================================
 
@@ -255,8 +267,9 @@ def cast_strings(
         (Dask) gives a lazy result, cast block by block when computed (R10).
     """
     source, target, mode = plan.source, plan.target, plan.mode
-    if _is_lazy_blocks(array):
-        return _lazy_cast(array, plan, errors, like)
+    by_blocks = adapter.cast_strings(array, plan, errors=errors, like=like)
+    if by_blocks is not None:  # a library of lazy blocks (Dask) keeps the result lazy (R10)
+        return by_blocks
     if target.kind is Kind.STRING:
         kind = _output_kind(like)
         if source.kind is Kind.STRING:
@@ -319,55 +332,57 @@ def _deliver(result: np.ndarray, plan: Any, like: Any) -> Any:
     return result
 
 
-def _is_lazy_blocks(x: Any) -> bool:
-    """Whether ``x`` is a lazy array of NumPy blocks (Dask), which string casts must keep lazy
-    (R10): they then run block by block when the caller computes."""
-    return not isinstance(x, (np.ndarray, np.generic)) and all(
-        hasattr(x, name) for name in ("map_blocks", "chunks", "compute")
+# == block by block: for backends whose arrays are lazy blocks of NumPy arrays (Dask) ==========
+
+
+def output_kind(like: Any) -> str:
+    """The kind of string array a cast to STRING gives for CastLike's ``like`` (R9): ``"T"``
+    (StringDType), ``"U"``, ``"S"``, ``"O"`` (objects holding ``str``) or ``"B"`` (objects
+    holding ``bytes``)."""
+    return _output_kind(like)
+
+
+def block_text_dtype(source: TypeSpec, kind: str) -> np.dtype[Any]:
+    """The dtype of the text of every block of a lazy cast of ``source`` to STRING.  Fixed
+    width kinds get the widest text ``source`` has, so that every block shares one dtype."""
+    if kind in "SU":
+        return np.dtype(f"{kind}{_text_width(source)}")
+    return np.dtype(object) if kind in "OB" else _SD
+
+
+def _text_width(source: TypeSpec) -> int:
+    """The longest text of any value of the numeric type ``source``."""
+    return _WIDTH_DOUBLE if source.bits > 32 else _WIDTH
+
+
+def format_block(block: np.ndarray, plan: Any, kind: str) -> np.ndarray:
+    """The text of a NumPy ``block`` of ``plan.source`` (R9), of :func:`block_text_dtype`."""
+    source = plan.source
+    if source.kind is Kind.STRING:
+        return _strings_as(np.asarray(block), kind)
+    raw = _text_bytes(block, source, _style(plan.mode))
+    return _from_ascii(raw, kind, _text_width(source)).reshape(block.shape)
+
+
+def parse_block(
+    block: np.ndarray, plan: Any, errors: str, origin: tuple[int, ...] | None = None
+) -> np.ndarray:
+    """The numbers of a NumPy ``block`` of strings (R9), with error messages giving indices
+    in the whole array (``origin``: where the block starts in it)."""
+    return parse_strings(
+        block, plan.target, plan.mode, errors=errors, where=plan.describe(), origin=origin
     )
 
 
-def _meta(array: Any, dtype: Any) -> np.ndarray:
-    """An empty NumPy array of the result's type: given to ``map_blocks`` so that Dask does
-    not run the cast on made-up data to find it out."""
-    return np.empty((0,) * array.ndim, dtype=dtype)
+def deliver_numbers(result: np.ndarray, plan: Any, like: Any) -> Any:
+    """Numbers read from strings in ``like``'s library and on its device when ``like`` is an
+    array of another library (R9), else ``result`` itself."""
+    return _deliver(result, plan, like)
 
 
-def _lazy_cast(array: Any, plan: Any, errors: str, like: Any) -> Any:
-    """:func:`cast_strings` of each block of a lazy array, lazily."""
-    source, target, mode = plan.source, plan.target, plan.mode
-    if target.kind is Kind.STRING:
-        kind = _output_kind(like)
-        if source.kind is Kind.STRING:
-            if kind in "SU":  # the width would depend on every block
-                kind = "T"
-            same = np.dtype(object) if kind in "OB" else _SD
-            return array.map_blocks(_strings_as, kind, dtype=same, meta=_meta(array, same))
-        width = _WIDTH_DOUBLE if source.bits > 32 else _WIDTH
-        if kind in "SU":
-            dtype: Any = np.dtype(f"{kind}{width}")
-        else:
-            dtype = np.dtype(object) if kind in "OB" else _SD
-        style = _style(mode)
-
-        def text_block(block: np.ndarray) -> np.ndarray:
-            raw = _text_bytes(block, source, style)
-            return _from_ascii(raw, kind, width).reshape(block.shape)
-
-        return array.map_blocks(text_block, dtype=dtype, meta=_meta(array, dtype))
-
-    def number_block(block: np.ndarray, block_info: Any = None) -> np.ndarray:
-        origin = None
-        if block_info and block_info.get(0):
-            origin = tuple(start for start, _ in block_info[0]["array-location"])
-        where = plan.describe()
-        return parse_strings(block, target, mode, errors=errors, where=where, origin=origin)
-
-    numbers = NUMPY_DTYPES[_T(target.code)]
-    result = array.map_blocks(number_block, dtype=numbers, meta=_meta(array, numbers))
-    if _is_other_library(like) and not _is_lazy_blocks(like):
-        return _deliver(np.asarray(result.compute()), plan, like)
-    return result
+def is_other_library(like: Any) -> bool:
+    """Whether ``like`` is an array of a library other than NumPy."""
+    return _is_other_library(like)
 
 
 # Every numeric type has a NumPy dtype to format from and parse into.
