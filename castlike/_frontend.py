@@ -227,7 +227,8 @@ def _parse_op(op: str | Op) -> Op:
 
 
 _ACCEPTED = (
-    "castlike casts arrays (NumPy, PyTorch, JAX, Dask), NumPy scalars, and Python numbers, "
+    "castlike casts arrays (NumPy, PyTorch, JAX, Dask, and any Array-API library "
+    "array-api-compat knows), NumPy scalars, and Python numbers, "
     "strings or bytes, or rectangular (nested) lists and tuples of them"
 )
 
@@ -416,13 +417,19 @@ def _native_order(array: Any) -> Any:
 
 def _check_backend_holds(adapter: Adapter, plan: Plan) -> None:
     for t in (plan.source, plan.target):
-        if t.code == OnnxType.STRING:
+        if t.code == OnnxType.STRING and _moves_strings(adapter):
             continue  # R9: strings live in NumPy arrays whatever the numeric library
         if adapter.native_dtype(t) is None:
             raise BackendTypeError(
                 f"{plan.describe()}: {adapter.name} cannot hold {t.name}; "
                 f"{adapter.cannot_hold_hint(t)}"
             )
+
+
+def _moves_strings(adapter: Adapter) -> bool:
+    """Whether a cast from or to STRING may move the numbers between the adapter's library
+    and NumPy (R9).  The generic Array-API backend moves no data, so it refuses STRING."""
+    return bool(getattr(adapter, "moves_strings_through_numpy", True))
 
 
 def cast(
@@ -543,5 +550,16 @@ def cast_like(
                     "instead"
                 )
     target = resolve_type(like)
+    if _is_array(like) and not isinstance(like, (np.ndarray, np.generic)):
+        like_adapter = adapter_for(aac.array_namespace(like))
+        if not _moves_strings(like_adapter):
+            # The numbers read from strings would have to move from NumPy into like's library.
+            x_array, _ = _as_array(x)
+            if _holds_strings(x_array):
+                string = TYPES[OnnxType.STRING]
+                raise BackendTypeError(
+                    f"CastLike STRING -> {target.name}: {like_adapter.name} cannot hold STRING; "
+                    f"{like_adapter.cannot_hold_hint(string)}"
+                )
     options = {"saturate": saturate, "round_mode": round_mode, "opset": opset, "profile": profile}
     return _run(Op.CAST_LIKE, x, target, options, errors, like=like)

@@ -172,8 +172,9 @@ def to_array(tensor: Any, xp: Any = np) -> Any:
         A tensor of any of the 26 ONNX element types castlike knows, stored in its typed field
         or in ``raw_data`` (4-bit and 2-bit types packed, FLOAT6* as a 6-bit stream).
     xp : module, namespace or str, default numpy
-        The array library of the result: ``numpy``, ``torch``, ``jax.numpy``, ``dask.array``
-        (or their names).  STRING tensors are always NumPy ``StringDType`` arrays (R9).
+        The array library of the result: ``numpy``, ``torch``, ``jax.numpy``, ``dask.array``,
+        another Array-API namespace, or a backend's name in castlike's registry.  STRING
+        tensors are always NumPy ``StringDType`` arrays (R9).
 
     Returns
     -------
@@ -430,8 +431,10 @@ def run_node(
     opset : int, optional
         The opset of the default domain.  None means the latest definitions for a node, and
         the model's own opset for a model (an explicit value must then agree with it).
-    backend : {"numpy", "torch", "jax", "dask"}, optional
-        The array library to compute with; inputs are moved to it.  None: the library of the
+    backend : str, optional
+        The array library to compute with, by its name in castlike's registry ("numpy",
+        "torch", "jax", "dask", "array-api-strict", or a registered one: see
+        :func:`castlike.backends.backends`); inputs are moved to it.  None: the library of the
         first numeric array input, NumPy if there is none.
     profile, errors
         As for :func:`castlike.cast`.

@@ -28,6 +28,36 @@ def install_hint(extra: str) -> str:
     )
 
 
+def builtin_backend_names() -> str:
+    """The built-in backends' names, for help texts (the registry is not read in full here:
+    entry points are read only when a name asks for them)."""
+    from ..backends._registry import BUILTIN_BACKENDS
+
+    return ", ".join(info.name for info in BUILTIN_BACKENDS)
+
+
+def requested_backends(requested: list[str]) -> list[str] | str:
+    """The backends named on the command line, imported, or an error message: a name the
+    registry does not know, or one whose library is not installed."""
+    import importlib
+
+    from ..backends import backend_info
+    from ..errors import BackendTypeError
+
+    names = list(dict.fromkeys(requested))
+    for name in names:
+        try:
+            info = backend_info(name)
+        except BackendTypeError as exc:
+            return str(exc)
+        try:
+            importlib.import_module(info.module)
+        except ImportError:
+            hint = install_hint(info.extra) if info.extra else f"pip install {info.module}"
+            return f"{name} is not installed: {hint}"
+    return names
+
+
 def type_from_text(text: str) -> TypeSpec:
     """The type named on the command line: an ONNX name or a ``TensorProto`` code (``17``)."""
     from .._frontend import resolve_type

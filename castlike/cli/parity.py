@@ -9,8 +9,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..parity import LIBRARIES, Cell, CellStatus, ParityReport, available_backends, run_parity
-from ._common import install_hint, output_path_error, type_from_text
+from ..parity import Cell, CellStatus, ParityReport, available_backends, run_parity
+from ._common import (
+    builtin_backend_names,
+    install_hint,
+    output_path_error,
+    requested_backends,
+    type_from_text,
+)
 from ._table import is_terminal, print_table
 
 __all__ = ["register", "run"]
@@ -31,8 +37,9 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--backend",
         action="append",
-        choices=list(LIBRARIES),
-        help="a backend to check (repeatable; default: every installed one)",
+        metavar="NAME",
+        help=f"a backend to check: {builtin_backend_names()} or a registered one (repeatable; "
+        "default: every installed one)",
     )
     p.add_argument(
         "--exhaustive", action="store_true", help="every bit pattern of the 16-bit sources"
@@ -75,13 +82,7 @@ def _backends(requested: list[str] | None) -> list[str] | str:
     """The backends to run, or an error message."""
     if not requested:
         return available_backends()
-    names = list(dict.fromkeys(requested))
-    for name in names:
-        try:
-            importlib.import_module(LIBRARIES[name])
-        except ImportError:
-            return f"{name} is not installed: {install_hint(name)}"
-    return names
+    return requested_backends(requested)
 
 
 def run(args: argparse.Namespace) -> int:
