@@ -10,7 +10,7 @@ import array_api_compat as aac
 import numpy as np
 
 from ._fastpath import cached_cast, remember
-from .backends import Adapter, adapter_for, onnx_type_of_dtype
+from .backends import Adapter, adapter_for, moves_strings, onnx_type_of_dtype
 from .errors import (
     BackendTypeError,
     CastTypeError,
@@ -417,19 +417,13 @@ def _native_order(array: Any) -> Any:
 
 def _check_backend_holds(adapter: Adapter, plan: Plan) -> None:
     for t in (plan.source, plan.target):
-        if t.code == OnnxType.STRING and _moves_strings(adapter):
+        if t.code == OnnxType.STRING and moves_strings(adapter):
             continue  # R9: strings live in NumPy arrays whatever the numeric library
         if adapter.native_dtype(t) is None:
             raise BackendTypeError(
                 f"{plan.describe()}: {adapter.name} cannot hold {t.name}; "
                 f"{adapter.cannot_hold_hint(t)}"
             )
-
-
-def _moves_strings(adapter: Adapter) -> bool:
-    """Whether a cast from or to STRING may move the numbers between the adapter's library
-    and NumPy (R9).  The generic Array-API backend moves no data, so it refuses STRING."""
-    return bool(getattr(adapter, "moves_strings_through_numpy", True))
 
 
 def cast(
@@ -552,7 +546,7 @@ def cast_like(
     target = resolve_type(like)
     if _is_array(like) and not isinstance(like, (np.ndarray, np.generic)):
         like_adapter = adapter_for(aac.array_namespace(like))
-        if not _moves_strings(like_adapter):
+        if not moves_strings(like_adapter):
             # The numbers read from strings would have to move from NumPy into like's library.
             x_array, _ = _as_array(x)
             if _holds_strings(x_array):

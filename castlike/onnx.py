@@ -26,10 +26,10 @@ from typing import Any
 import numpy as np
 
 from ._frontend import cast, cast_like, resolve_type
-from .backends import Adapter, adapter_for, adapter_named
+from .backends import Adapter, adapter_for, adapter_named, moves_strings
 from .backends.numpy import ADAPTER as NUMPY
 from .backends.numpy import is_string_dtype
-from .errors import CastTypeError, CastValueError
+from .errors import BackendTypeError, CastTypeError, CastValueError
 from .spec.types import TYPES, OnnxType, TypeSpec
 
 __all__ = ["from_array", "run_node", "to_array"]
@@ -391,6 +391,11 @@ def _run_one(
 ) -> Any:
     attrs = _node_options(node)
     kwargs = {**options, **{k: v for k, v in attrs.items() if k != "to"}, "opset": opset}
+    if values and _is_string_array(values[0]) and not moves_strings(adapter):
+        # The numbers read would have to move from NumPy into the adapter's library, which
+        # the generic Array-API backend never does (STRING is refused there, R10).
+        hint = adapter.cannot_hold_hint(_STRING)
+        raise BackendTypeError(f"{node.op_type}: {adapter.name} cannot hold STRING; {hint}")
     if node.op_type == "Cast":
         if len(values) != 1:
             raise CastValueError(f"Cast takes one input, got {len(values)}")

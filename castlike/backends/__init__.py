@@ -33,6 +33,7 @@ __all__ = [
     "backend_info",
     "backends",
     "loaded_adapters",
+    "moves_strings",
     "onnx_type_of_dtype",
     "register",
 ]
@@ -222,6 +223,13 @@ def loaded_adapters() -> list[Adapter]:
     if generic is not None:
         out += [a for a in generic.generic_adapters() if a not in out]
     return out
+
+
+def moves_strings(adapter: Adapter) -> bool:
+    """Whether casts from and to STRING may move numbers between ``adapter``'s library and
+    NumPy, where strings live (R9).  The generic Array-API backend moves no data between
+    libraries (``moves_strings_through_numpy = False``), so STRING is refused there (R10)."""
+    return bool(getattr(adapter, "moves_strings_through_numpy", True))
 
 
 def onnx_type_of_dtype(dtype: Any) -> OnnxType | None:

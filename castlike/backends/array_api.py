@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from ..spec.rules import Mode
 
 __all__ = [
+    "REQUIRED_FUNCTIONS",
     "STANDARD_TYPES",
     "ArrayApiAdapter",
     "ArrayApiEngine",
@@ -178,7 +179,8 @@ class ArrayApiAdapter(Adapter):
         if t is None or self.native_dtype(t) is None:
             name = t.name if t is not None else str(array.dtype)
             raise BackendTypeError(f"{self.name} cannot hold {name}")
-        out = self.xp.from_dlpack(np.ascontiguousarray(array).copy())
+        native = array.astype(array.dtype.newbyteorder("="), order="C")  # a copy, as DLPack needs
+        out = self.xp.from_dlpack(native)
         if like is not None:
             out = self.xp.asarray(out, device=like.device)
         return out
@@ -351,10 +353,41 @@ def _signed_of(bits: int) -> OnnxType:
 _BY_NAMESPACE: dict[Any, ArrayApiAdapter] = {}
 
 
+#: The standard's functions the generic engine calls.
+REQUIRED_FUNCTIONS = (
+    "abs",
+    "astype",
+    "clip",
+    "full_like",
+    "nextafter",
+    "remainder",
+    "trunc",
+    "where",
+    "zeros_like",
+)
+
+
 def adapter_for_namespace(xp: Any) -> ArrayApiAdapter:
-    """The generic adapter of the Array-API namespace ``xp`` (one per namespace)."""
+    """The generic adapter of the Array-API namespace ``xp`` (one per namespace).
+
+    Raises
+    ------
+    BackendTypeError
+        ``xp`` lacks a function the generic engine calls, or every standard dtype: it is no
+        Array-API namespace castlike can use, and needs a backend of its own.
+    """
     adapter = _BY_NAMESPACE.get(xp)
     if adapter is None:
+        missing = [f for f in REQUIRED_FUNCTIONS if not callable(getattr(xp, f, None))]
+        if missing or not any(hasattr(xp, name) for name in STANDARD_TYPES.values()):
+            name = getattr(xp, "__name__", "?")
+            kind = f"{type(xp).__module__}.{type(xp).__qualname__}"
+            lacks = ", ".join(missing) if missing else "the standard's dtypes"
+            raise BackendTypeError(
+                f"castlike has no backend for the array namespace {name!r} (a {kind}), and "
+                f"it is not an Array-API namespace castlike's generic backend can use (it "
+                f"lacks {lacks}); register a backend for it (castlike.backends.register)"
+            )
         adapter = _BY_NAMESPACE[xp] = ArrayApiAdapter(xp)
     return adapter
 

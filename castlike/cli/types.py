@@ -10,7 +10,7 @@ import argparse
 import textwrap
 from fractions import Fraction
 
-from ..backends import loaded_adapters
+from ..backends import loaded_adapters, moves_strings
 from ..spec.reference import floor_log2
 from ..spec.types import TYPES, Kind, Special
 from ._common import short_number
@@ -92,7 +92,7 @@ def dtype_table() -> tuple[list[str], list[list[str]], list[str]]:
     columns: dict[tuple[str, ...], list[str]] = {}
     legend = []
     for adapter in loaded_adapters():
-        if not getattr(adapter, "moves_strings_through_numpy", True):
+        if not moves_strings(adapter):
             # The generic Array-API backend: the standard's dtypes, under the standard's names;
             # a line of the legend rather than a column (the table then keeps to 80 columns).
             held = [t.name for t in TYPES.values() if adapter.native_dtype(t) is not None]
