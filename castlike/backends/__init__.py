@@ -85,12 +85,13 @@ def register(info: BackendInfo) -> None:
 
     Examples
     --------
+    A backend of an installed library, registered again, is an error:
+
     >>> from castlike.backends import BackendInfo, register
-    >>> register(BackendInfo("mylib", "mylib", lambda xp: False, "mylib_castlike"))
-    >>> register(BackendInfo("mylib", "mylib", lambda xp: False, "mylib_castlike"))
+    >>> register(BackendInfo("numpy", "numpy", "is_numpy_namespace", "castlike.backends.numpy"))
     Traceback (most recent call last):
     ...
-    castlike.errors.CastValueError: a backend named 'mylib' is already registered (adapter mylib_castlike); pick another name
+    castlike.errors.CastValueError: a backend named 'numpy' is already registered (adapter castlike.backends.numpy); pick another name
     """  # noqa: E501
     global _DISPATCH
     if not isinstance(info, BackendInfo):
