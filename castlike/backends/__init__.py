@@ -239,7 +239,8 @@ def onnx_type_of_dtype(dtype: Any) -> OnnxType | None:
     # library's parser may raise on it, which torch.compile cannot trace.
     owner = type(dtype).__module__.partition(".")[0]
     adapters = loaded_adapters()
-    for adapter in [a for a in adapters if a.name == owner] + adapters:
+    own = [a for a in adapters if a.name.replace("-", "_") == owner]  # array-api-strict too
+    for adapter in own + adapters:
         found = adapter.onnx_type_of(dtype)
         if found is not None:
             return found

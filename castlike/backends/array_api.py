@@ -263,7 +263,7 @@ class ArrayApiEngine(Engine):
             if source.bits == 64:
                 if code is _T.DOUBLE:
                     return self._int64_to_double(x)[0]
-                return self.a.astype(self.round_to_odd_double(x, source), _FLOAT)
+                return self.a.astype(self.odd_double_of_int64(x), _FLOAT)
             x = self.a.astype(x, _DOUBLE)  # exact for 32 bits and fewer
             source = _DOUBLE
         if code is _T.DOUBLE or source.code == _T.FLOAT:
@@ -288,7 +288,7 @@ class ArrayApiEngine(Engine):
         elif source.code == _T.DOUBLE:
             big = xp.abs(x) >= _FLOAT16_OVERFLOW
             finite = xp.where(big, xp.zeros_like(x), x)
-            odd = self.round_to_odd_float(finite)  # FLOAT16's single rounding survives it
+            odd = self.odd_float_of_double(finite)  # FLOAT16's single rounding survives it
             return self._overflow_to_inf(big, x, self.float_astype(odd, _FLOAT16))
         return self._narrow(x, _FLOAT16, _FLOAT16_OVERFLOW)
 
@@ -315,7 +315,7 @@ class ArrayApiEngine(Engine):
         err = (a - (s - bb)) + (b - bb)
         return s, err
 
-    def round_to_odd_double(self, x: Any, source: TypeSpec) -> Any:
+    def odd_double_of_int64(self, x: Any) -> Any:
         """INT64/UINT64 -> DOUBLE rounded to odd: the nearest DOUBLE, or where the sum was
         inexact and that has an even last bit, its neighbour toward the exact value."""
         xp = self.xp
@@ -323,7 +323,7 @@ class ArrayApiEngine(Engine):
         toward = xp.where(err > 0, xp.full_like(s, math.inf), xp.full_like(s, -math.inf))
         return xp.where((err != 0) & ~self._odd_last_bit(s), xp.nextafter(s, toward), s)
 
-    def round_to_odd_float(self, x: Any) -> Any:
+    def odd_float_of_double(self, x: Any) -> Any:
         """Finite DOUBLE within FLOAT's range -> FLOAT rounded to odd (NaN stays a NaN)."""
         xp = self.xp
         nan = x != x
