@@ -171,3 +171,28 @@ def test_an_entry_point_registers_a_backend_lazily(tmp_path: Path) -> None:
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: tiny-backend\nVersion: 0.1\n")
     (dist / "entry_points.txt").write_text("[castlike.backends]\ntiny = tiny_backend:BACKEND\n")
     assert run_python(ENTRY_POINT, tmp_path).split() == ["[29,", "126]", "tiny"]
+
+
+BROKEN_ENTRY_POINT = """
+import numpy as np
+import castlike
+from castlike.errors import CastValueError
+import tiny_backend
+
+castlike.cast(np.float32([1.5]), "INT8")  # a built-in backend: the entry points are not read
+try:
+    castlike.cast(tiny_backend.tiny.asarray(np.float32([1.5])), "INT8")
+except CastValueError as exc:
+    print(exc)
+"""
+
+
+def test_an_entry_point_that_does_not_load_is_named(tmp_path: Path) -> None:
+    dist = tmp_path / "broken_plugin-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: broken-plugin\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[castlike.backends]\nbroken = no_such_module:X\n")
+    assert run_python(BROKEN_ENTRY_POINT, tmp_path).strip() == (
+        "the entry point broken = no_such_module:X (group castlike.backends) does not load: "
+        "ModuleNotFoundError: No module named 'no_such_module'"
+    )

@@ -129,7 +129,13 @@ def _read_entry_points() -> bool:
 
     added = False
     for point in entry_points(group=ENTRY_POINT_GROUP):
-        info = point.load()
+        try:
+            info = point.load()
+        except Exception as exc:  # a broken plugin: say which, whatever it raised
+            raise CastValueError(
+                f"the entry point {point.name} = {point.value} (group {ENTRY_POINT_GROUP}) "
+                f"does not load: {type(exc).__name__}: {exc}"
+            ) from exc
         if not isinstance(info, BackendInfo):
             raise CastValueError(
                 f"the entry point {point.name} = {point.value} (group {ENTRY_POINT_GROUP}) "
