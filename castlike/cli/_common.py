@@ -58,6 +58,26 @@ def requested_backends(requested: list[str]) -> list[str] | str:
     return names
 
 
+#: Backend names longer than this get a short column header (tables keep to 80 columns).
+_LONGEST_HEADER = 8
+
+
+def backend_headers(names: list[str]) -> tuple[list[str], list[str]]:
+    """Column headers for backends, and the legend lines of the shortened ones: a long
+    hyphenated name becomes its last part ("array-api-strict" -> "strict")."""
+    headers: list[str] = []
+    legend: list[str] = []
+    for name in names:
+        short = name
+        if len(name) > _LONGEST_HEADER:
+            short = name.rsplit("-", 1)[-1][:_LONGEST_HEADER]
+            if short in headers or short in names:
+                short = f"b{len(headers) + 1}"
+            legend.append(f"{short}: the {name} backend")
+        headers.append(short)
+    return headers, legend
+
+
 def type_from_text(text: str) -> TypeSpec:
     """The type named on the command line: an ONNX name or a ``TensorProto`` code (``17``)."""
     from .._frontend import resolve_type

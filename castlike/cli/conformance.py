@@ -11,7 +11,13 @@ from pathlib import Path
 from typing import Any
 
 from ..parity import available_backends
-from ._common import builtin_backend_names, install_hint, output_path_error, requested_backends
+from ._common import (
+    backend_headers,
+    builtin_backend_names,
+    install_hint,
+    output_path_error,
+    requested_backends,
+)
 from ._table import is_terminal, print_table
 
 __all__ = ["register", "run"]
@@ -184,18 +190,19 @@ def _print_case_tables(report: Any, console: Any) -> None:
     for o in report.outcomes:
         key = (o.case.origin, o.case.profile.value)
         by_origin[key].setdefault(o.case.name, {})[o.backend] = o
+    columns, short = backend_headers(report.backends)
     for (origin, profile), cases in by_origin.items():
         rows = [
             [name, *(_cell(row[b]) if b in row else "" for b in report.backends)]
             for name, row in cases.items()
         ]
         print_table(
-            ["case", *report.backends],
+            ["case", *columns],
             rows,
             title=f"ONNX node tests of {origin}, under the {profile} profile",
             console=console if is_terminal() else None,
         )
-    for line in CASE_LEGEND:
+    for line in (*CASE_LEGEND, *short):
         console.print(line, markup=False, highlight=False)
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from ..parity import Cell, CellStatus, ParityReport, available_backends, run_parity
 from ._common import (
+    backend_headers,
     builtin_backend_names,
     install_hint,
     output_path_error,
@@ -221,17 +222,19 @@ def matrix_rows(
     report: ParityReport, *, full: bool
 ) -> tuple[list[str], list[list[str]], list[str]]:
     """Headers, rows and legend of the parity table (one row per source, or per pair)."""
+    columns, short = backend_headers(report.backends)
     if full:
         rows = [
-            [f"{s.name} → {t.name}", *(_cell_text(report.cell(s, t, b)) for b in report.backends)]
+            [f"{s.name}→{t.name}", *(_cell_text(report.cell(s, t, b)) for b in report.backends)]
             for s in report.sources
             for t in report.targets
         ]
         legend = [
             "✓: every mode gives the oracle's bits",
             "✗ N: N elements differ (listed below); n/r: the backend cannot hold the pair",
+            *short,
         ]
-        return ["source → target", *report.backends], rows, legend
+        return ["source→target", *columns], rows, legend
     rows = [
         [
             s.name,
@@ -242,8 +245,9 @@ def matrix_rows(
     legend = [
         "Targets per source:  N✓ every mode gives the oracle's bits;",
         "  N✗ some elements differ (listed below);  N- the backend cannot hold the pair.",
+        *short,
     ]
-    return ["source", *report.backends], rows, legend
+    return ["source", *columns], rows, legend
 
 
 def _print_failures(report: ParityReport, console: Any) -> None:
