@@ -87,3 +87,29 @@ def test_no_bit_views_and_no_tables() -> None:
 def test_one_adapter_per_namespace() -> None:
     assert adapter_for_namespace(compat_numpy) is adapter_for_namespace(compat_numpy)
     assert math.isinf(float(_cast(np.array([1e300]), TYPES[_T.DOUBLE], TYPES[_T.FLOAT])[0]))
+
+
+UNREGISTERED = """
+import castlike, castlike.backends as registry
+import array_api_strict as xp
+
+# As for a library castlike's registry does not list: array-api-strict taken out of it.
+registry._DISPATCH = tuple(e for e in registry._DISPATCH if e[0].name != "array-api-strict")
+y = castlike.cast(xp.asarray([1.5, -2.7, 300.0], dtype=xp.float32), "UINT8")
+adapter = registry.adapter_for(xp)
+print(type(adapter).__name__, adapter.name, y.dtype == xp.uint8, y.device == xp.asarray(0).device)
+import numpy as np
+print(np.from_dlpack(y).tolist())
+"""
+
+
+def test_a_namespace_no_backend_claims_gets_the_generic_backend() -> None:
+    pytest.importorskip("array_api_strict", reason="array-api-strict is not installed")
+    from test_registry import run_python
+
+    assert run_python(UNREGISTERED).split() == [
+        "ArrayApiAdapter",
+        "array_api_strict",
+        "True",
+        "True",
+    ]
