@@ -112,4 +112,7 @@ def test_a_namespace_no_backend_claims_gets_the_generic_backend() -> None:
         "array_api_strict",
         "True",
         "True",
+        "[1,",
+        "0,",
+        "255]",
     ]
