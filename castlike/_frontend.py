@@ -10,7 +10,7 @@ import array_api_compat as aac
 import numpy as np
 
 from ._fastpath import cached_cast, remember
-from .backends import Adapter, adapter_for, onnx_type_of_dtype
+from .backends import Adapter, adapter_for, moves_strings, onnx_type_of_dtype
 from .errors import (
     BackendTypeError,
     CastTypeError,
@@ -227,7 +227,8 @@ def _parse_op(op: str | Op) -> Op:
 
 
 _ACCEPTED = (
-    "castlike casts arrays (NumPy, PyTorch, JAX, Dask), NumPy scalars, and Python numbers, "
+    "castlike casts arrays (NumPy, PyTorch, JAX, Dask, and any Array-API library "
+    "array-api-compat knows), NumPy scalars, and Python numbers, "
     "strings or bytes, or rectangular (nested) lists and tuples of them"
 )
 
@@ -416,7 +417,7 @@ def _native_order(array: Any) -> Any:
 
 def _check_backend_holds(adapter: Adapter, plan: Plan) -> None:
     for t in (plan.source, plan.target):
-        if t.code == OnnxType.STRING:
+        if t.code == OnnxType.STRING and moves_strings(adapter):
             continue  # R9: strings live in NumPy arrays whatever the numeric library
         if adapter.native_dtype(t) is None:
             raise BackendTypeError(
@@ -543,5 +544,16 @@ def cast_like(
                     "instead"
                 )
     target = resolve_type(like)
+    if _is_array(like) and not isinstance(like, (np.ndarray, np.generic)):
+        like_adapter = adapter_for(aac.array_namespace(like))
+        if not moves_strings(like_adapter):
+            # The numbers read from strings would have to move from NumPy into like's library.
+            x_array, _ = _as_array(x)
+            if _holds_strings(x_array):
+                string = TYPES[OnnxType.STRING]
+                raise BackendTypeError(
+                    f"CastLike STRING -> {target.name}: {like_adapter.name} cannot hold STRING; "
+                    f"{like_adapter.cannot_hold_hint(string)}"
+                )
     options = {"saturate": saturate, "round_mode": round_mode, "opset": opset, "profile": profile}
     return _run(Op.CAST_LIKE, x, target, options, errors, like=like)

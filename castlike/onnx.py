@@ -26,10 +26,10 @@ from typing import Any
 import numpy as np
 
 from ._frontend import cast, cast_like, resolve_type
-from .backends import Adapter, adapter_for, adapter_named
+from .backends import Adapter, adapter_for, adapter_named, moves_strings
 from .backends.numpy import ADAPTER as NUMPY
 from .backends.numpy import is_string_dtype
-from .errors import CastTypeError, CastValueError
+from .errors import BackendTypeError, CastTypeError, CastValueError
 from .spec.types import TYPES, OnnxType, TypeSpec
 
 __all__ = ["from_array", "run_node", "to_array"]
@@ -172,8 +172,9 @@ def to_array(tensor: Any, xp: Any = np) -> Any:
         A tensor of any of the 26 ONNX element types castlike knows, stored in its typed field
         or in ``raw_data`` (4-bit and 2-bit types packed, FLOAT6* as a 6-bit stream).
     xp : module, namespace or str, default numpy
-        The array library of the result: ``numpy``, ``torch``, ``jax.numpy``, ``dask.array``
-        (or their names).  STRING tensors are always NumPy ``StringDType`` arrays (R9).
+        The array library of the result: ``numpy``, ``torch``, ``jax.numpy``, ``dask.array``,
+        another Array-API namespace, or a backend's name in castlike's registry.  STRING
+        tensors are always NumPy ``StringDType`` arrays (R9).
 
     Returns
     -------
@@ -390,6 +391,11 @@ def _run_one(
 ) -> Any:
     attrs = _node_options(node)
     kwargs = {**options, **{k: v for k, v in attrs.items() if k != "to"}, "opset": opset}
+    if values and _is_string_array(values[0]) and not moves_strings(adapter):
+        # The numbers read would have to move from NumPy into the adapter's library, which
+        # the generic Array-API backend never does (STRING is refused there, R10).
+        hint = adapter.cannot_hold_hint(_STRING)
+        raise BackendTypeError(f"{node.op_type}: {adapter.name} cannot hold STRING; {hint}")
     if node.op_type == "Cast":
         if len(values) != 1:
             raise CastValueError(f"Cast takes one input, got {len(values)}")
@@ -430,8 +436,10 @@ def run_node(
     opset : int, optional
         The opset of the default domain.  None means the latest definitions for a node, and
         the model's own opset for a model (an explicit value must then agree with it).
-    backend : {"numpy", "torch", "jax", "dask"}, optional
-        The array library to compute with; inputs are moved to it.  None: the library of the
+    backend : str, optional
+        The array library to compute with, by its name in castlike's registry ("numpy",
+        "torch", "jax", "dask", "array-api-strict", or a registered one: see
+        :func:`castlike.backends.backends`); inputs are moved to it.  None: the library of the
         first numeric array input, NumPy if there is none.
     profile, errors
         As for :func:`castlike.cast`.

@@ -32,7 +32,7 @@ import numpy as np
 
 import castlike
 
-from .backends import Adapter, adapter_named
+from .backends import Adapter, adapter_named, backends
 from .spec.opsets import Op, version_for
 from .spec.rules import Mode, Profile, RoundMode, canonical_mode
 from .spec.types import OnnxType, TypeSpec
@@ -64,8 +64,6 @@ _T = OnnxType
 _FNUZ = frozenset({_T.FLOAT8E4M3FNUZ, _T.FLOAT8E5M2FNUZ})
 #: The newest opset whose Cast turns +-Inf into NaN for the FNUZ types with saturate on (R2).
 _FNUZ_NAN_OPSET = 23
-#: Which Python module must import for each backend.
-LIBRARIES = {"numpy": "numpy", "torch": "torch", "jax": "jax", "dask": "dask.array"}
 
 
 class CellStatus(enum.Enum):
@@ -228,17 +226,18 @@ class ParityReport:
 
 
 def available_backends() -> list[str]:
-    """The backends whose library imports here, NumPy first."""
+    """The backends of castlike's registry (:func:`castlike.backends.backends`) whose library
+    imports here, NumPy first.  Importing them is this function's purpose."""
     import importlib
 
     found = []
-    for name, module in LIBRARIES.items():
+    for info in backends():
         try:
-            importlib.import_module(module)
-            adapter_named(name)
+            importlib.import_module(info.module)
+            adapter_named(info.name)
         except Exception:  # any failure to import means "not installed"
             continue
-        found.append(name)
+        found.append(info.name)
     return found
 
 
@@ -311,7 +310,8 @@ def run_parity(
     Parameters
     ----------
     backends : sequence of str, optional
-        Backend names ("numpy", "torch", "jax", "dask"); default :func:`available_backends`.
+        Backend names of castlike's registry ("numpy", "torch", "jax", "dask",
+        "array-api-strict", or a registered one); default :func:`available_backends`.
     exhaustive : bool
         Every bit pattern of the 16-bit sources (else ``n_random`` random ones).
     seed, n_random : int

@@ -1,7 +1,8 @@
 """Shared fixtures: the backends under test and the on-disk oracle cache.
 
-``CASTLIKE_TEST_BACKENDS=numpy,torch`` (set by nox) selects backends; a requested backend that
-does not import is an error, not a skip.  Without it, every backend whose library imports runs.
+``CASTLIKE_TEST_BACKENDS=numpy,torch`` (set by nox) selects backends, by the names of
+castlike's registry (:func:`castlike.backends.backends`); a requested backend that does not
+import is an error, not a skip.  Without it, every backend whose library imports runs.
 """
 
 from __future__ import annotations
@@ -12,10 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from castlike.backends import adapter_named
+from castlike.backends import adapter_named, backends
 
-ALL_BACKENDS = ("numpy", "torch", "jax", "dask")
-_LIBRARY = {"numpy": "numpy", "torch": "torch", "jax": "jax", "dask": "dask.array"}
+#: Every backend of castlike's registry (built-in, registered, entry points), by name, with
+#: the library module that must import for it.
+_LIBRARY = {info.name: info.module for info in backends()}
+ALL_BACKENDS = tuple(_LIBRARY)
 
 
 def selected_backends() -> list[str]:

@@ -8,9 +8,12 @@ import pytest
 
 import castlike
 import castlike._frontend
+import castlike.backends
 
 
-@pytest.mark.parametrize("module", [castlike, castlike._frontend], ids=lambda m: m.__name__)
+@pytest.mark.parametrize(
+    "module", [castlike, castlike._frontend, castlike.backends], ids=lambda m: m.__name__
+)
 def test_docstring_examples(module) -> None:
     result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
     assert result.attempted > 0

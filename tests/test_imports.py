@@ -1,4 +1,5 @@
-"""castlike never imports torch, jax or dask itself (einops-style lazy backends)."""
+"""castlike never imports torch, jax, dask or array-api-strict itself (einops-style lazy
+backends), nor its generic Array-API backend before an array of another library arrives."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ import castlike.cli
 castlike.cast(np.array([1.5, 2.5]), "FLOAT8E4M3FN")
 castlike.cast_like(np.array([1.5]), np.zeros(1, np.int8))
 castlike.onnx_type("FLOAT")
-loaded = sorted(m for m in ("torch", "jax", "jaxlib", "dask", "onnx", "onnxruntime")
-                if m in sys.modules)
+optional = ("torch", "jax", "jaxlib", "dask", "onnx", "onnxruntime", "array_api_strict",
+            "castlike.backends.array_api")
+loaded = sorted(m for m in optional if m in sys.modules)
 print(",".join(loaded))
 """
 

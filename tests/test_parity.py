@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from castlike.backends import adapter_named
+from castlike.backends import adapter_named, moves_strings
 from castlike.cli import main
 from castlike.parity import CellStatus, checks_for, input_keys, run_parity
 from castlike.spec.types import TYPES, OnnxType, TypeSpec
@@ -87,11 +87,22 @@ class _FlipOneBit:
         return self.adapter.from_numpy(host)
 
 
+def _holds_float8(backend: str) -> bool:
+    return adapter_named(backend).native_dtype(TYPES[_T.FLOAT8E4M3FN]) is not None
+
+
+def _broken_pair(backend: str) -> tuple[TypeSpec, TypeSpec]:
+    if _holds_float8(backend):
+        return TYPES[_T.FLOAT], TYPES[_T.FLOAT8E4M3FN]
+    return TYPES[_T.DOUBLE], TYPES[_T.FLOAT]
+
+
 @pytest.fixture
 def broken_backend(backend: str, monkeypatch: pytest.MonkeyPatch) -> tuple[str, TypeSpec, TypeSpec]:
-    """The backend under test, with FLOAT -> FLOAT8E4M3FN element 0 off by one bit."""
+    """The backend under test, with FLOAT -> FLOAT8E4M3FN element 0 off by one bit (DOUBLE ->
+    FLOAT where the library cannot hold FLOAT8E4M3FN, as the standard's dtypes cannot)."""
     adapter = adapter_named(backend)
-    source, target = TYPES[_T.FLOAT], TYPES[_T.FLOAT8E4M3FN]
+    source, target = _broken_pair(backend)
     real_engine = adapter.engine
 
     def engine() -> Any:
@@ -171,10 +182,11 @@ def test_html_and_png_show_the_mismatch(
     from castlike._parity_render import COLOURS, render_html, render_png
 
     backend, source, target = broken_backend
+    others = (_T.INT4, _T.FLOAT4E2M1) if _holds_float8(backend) else (_T.INT32, _T.DOUBLE)
     report = run_parity(
         [backend],
-        sources=[source, TYPES[_T.INT4]],
-        targets=[target, TYPES[_T.FLOAT4E2M1]],
+        sources=[source, TYPES[others[0]]],
+        targets=[target, TYPES[others[1]]],
         cache_dir=oracle_cache,
         n_random=64,
     )
@@ -255,10 +267,12 @@ def test_conformance_catches_one_flipped_bit(
     from castlike.conformance import Status, run_conformance
 
     backend, source, target = broken_backend
-    subset = _installed("test_cast_FLOAT_to_FLOAT8E4M3FN", "test_cast_FLOAT_to_FLOAT16")
+    broken_case = f"test_cast_{source.name}_to_{target.name}"
+    other = "test_cast_FLOAT_to_FLOAT16" if _holds_float8(backend) else "test_cast_FLOAT_to_DOUBLE"
+    subset = _installed(broken_case, other)
     report = run_conformance([subset], [backend])
     (failed,) = report.failures
-    assert failed.case.name == "test_cast_FLOAT_to_FLOAT8E4M3FN"
+    assert failed.case.name == broken_case
     assert failed.status is Status.FAIL
     (diff,) = failed.profile_run.diffs
     assert int(diff.expected, 16) ^ int(diff.actual, 16) == 1
@@ -380,11 +394,14 @@ def test_wheel_data_with_the_legacy_profile(version: str, backend: str) -> None:
     for o in report.outcomes:
         by_status[o.status].add(o.case.name)
     adapter = adapter_named(backend)
+    # Strings are NumPy arrays whatever the library (R9), except on the generic Array-API
+    # backend, which moves no data between libraries and refuses STRING.
+    strings_held = moves_strings(adapter)
     holdable = {
         o.case.name
         for o in report.outcomes
         if all(
-            adapter.native_dtype(TYPES[_T[n]]) is not None or n == "STRING"
+            adapter.native_dtype(TYPES[_T[n]]) is not None or (n == "STRING" and strings_held)
             for n in (o.source, o.target)
         )
     }
@@ -392,9 +409,10 @@ def test_wheel_data_with_the_legacy_profile(version: str, backend: str) -> None:
     assert by_status[Status.NOT_REPRESENTABLE] == {o.case.name for o in report.outcomes} - holdable
     assert by_status[Status.FAIL] == set()
     strings = {name for name in holdable if "STRING" in name}
-    assert len(strings) == 6
+    assert len(strings) == (6 if strings_held else 0)
     assert strings <= by_status[Status.PASS]
-    assert by_status[Status.PASS] >= _BFLOAT16_TRUNCATION
+    if adapter.native_dtype(TYPES[_T.BFLOAT16]) is not None:
+        assert by_status[Status.PASS] >= _BFLOAT16_TRUNCATION
     differs = {o.case.name: o.spec_rules for o in report.spec_differences}
     expected = WHEEL_SPEC_DIFFERENCES[version]
     assert differs == {k: v for k, v in expected.items() if k in holdable}

@@ -3,30 +3,46 @@
 As in einops, a library is only ever touched if the caller already imported it: the adapter
 module for torch is imported when a torch tensor arrives, never before, and castlike itself
 never imports torch, jax or dask.
+
+The backends are, in the order they are asked: the built-in ones of
+:data:`~castlike.backends._registry.BUILTIN_BACKENDS`, then those added by :func:`register`,
+then those of the ``castlike.backends`` entry points (read only when none of the others
+matches, so that they cost nothing otherwise).  A namespace none of them claims but that
+array-api-compat knows is served by the generic backend, :mod:`castlike.backends.array_api`.
 """
 
 from __future__ import annotations
 
 import importlib
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import array_api_compat as aac
 
-from ..errors import BackendTypeError
+from ..errors import BackendTypeError, CastValueError
 from ..spec.types import OnnxType
 from ._base import Adapter
+from ._registry import BUILTIN_BACKENDS, ENTRY_POINT_GROUP, BackendInfo
 
-__all__ = ["Adapter", "adapter_for", "adapter_named", "loaded_adapters", "onnx_type_of_dtype"]
+__all__ = [
+    "Adapter",
+    "BackendInfo",
+    "adapter_for",
+    "adapter_named",
+    "backend_info",
+    "backends",
+    "loaded_adapters",
+    "moves_strings",
+    "onnx_type_of_dtype",
+    "register",
+]
 
-#: (library module that must be imported, namespace test, castlike adapter module)
-_REGISTRY: tuple[tuple[str, Any, str], ...] = (
-    ("numpy", aac.is_numpy_namespace, "numpy"),
-    ("torch", aac.is_torch_namespace, "torch"),
-    ("jax", aac.is_jax_namespace, "jax"),
-    ("dask", aac.is_dask_namespace, "dask"),
-)
-
+#: Every registered backend by name, in the order they are asked, with its namespace test.
+_BACKENDS: dict[str, tuple[BackendInfo, Callable[[Any], bool]]] = {}
+#: The same as a tuple, which torch.compile reads as a constant (adapter_for is traced).
+_DISPATCH: tuple[tuple[BackendInfo, Callable[[Any], bool]], ...] = ()
+_ENTRY_POINTS_READ = False
 
 #: Adapters already imported, by name.  A plain dict rather than ``lru_cache``, because
 #: torch.compile traces adapter_for/adapter_named: Dynamo ignores ``lru_cache`` (and then
@@ -34,57 +50,193 @@ _REGISTRY: tuple[tuple[str, Any, str], ...] = (
 _ADAPTERS: dict[str, Adapter] = {}
 
 
+def _namespace_test(info: BackendInfo) -> Callable[[Any], bool]:
+    test = info.is_namespace
+    if isinstance(test, str):
+        found = getattr(aac, test, None)
+        if not callable(found):
+            raise CastValueError(
+                f"backend {info.name!r}: array-api-compat has no namespace test {test!r}; pass "
+                "the name of one of its is_*_namespace functions, or a function f(xp) -> bool"
+            )
+        return found
+    if not callable(test):
+        raise CastValueError(
+            f"backend {info.name!r}: is_namespace must be a function f(xp) -> bool or the name "
+            f"of one of array-api-compat's, not {type(test).__name__}"
+        )
+    return test
+
+
+def register(info: BackendInfo) -> None:
+    """Add a backend: arrays whose namespace ``info.is_namespace`` accepts are cast by the
+    adapter at ``info.adapter``, which is imported on the first such array.
+
+    Parameters
+    ----------
+    info : BackendInfo
+        The backend's name, library module, namespace test, adapter path and pip extra.
+
+    Raises
+    ------
+    CastValueError
+        ``info`` is not a :class:`BackendInfo`, one of its fields is not of its type, or a
+        backend of the same name is already registered.
+
+    Examples
+    --------
+    A backend of an installed library, registered again, is an error:
+
+    >>> from castlike.backends import BackendInfo, register
+    >>> register(BackendInfo("numpy", "numpy", "is_numpy_namespace", "castlike.backends.numpy"))
+    Traceback (most recent call last):
+    ...
+    castlike.errors.CastValueError: a backend named 'numpy' is already registered (adapter castlike.backends.numpy); pick another name
+    """  # noqa: E501
+    global _DISPATCH
+    if not isinstance(info, BackendInfo):
+        raise CastValueError(
+            f"register() takes a castlike.backends.BackendInfo, not {type(info).__name__}"
+        )
+    for field in ("name", "module", "adapter"):
+        value = getattr(info, field)
+        if not isinstance(value, str) or not value.strip():
+            raise CastValueError(f"BackendInfo.{field} must be a non-empty str, got {value!r}")
+    if info.extra is not None and not isinstance(info.extra, str):
+        raise CastValueError(f"BackendInfo.extra must be a str or None, got {info.extra!r}")
+    existing = _BACKENDS.get(info.name)
+    if existing is not None:
+        raise CastValueError(
+            f"a backend named {info.name!r} is already registered (adapter "
+            f"{existing[0].adapter}); pick another name"
+        )
+    _BACKENDS[info.name] = (info, _namespace_test(info))
+    _DISPATCH = tuple(_BACKENDS.values())
+
+
+for _builtin in BUILTIN_BACKENDS:
+    register(_builtin)
+
+
+def _read_entry_points() -> bool:
+    """Register the backends of the ``castlike.backends`` entry points (once); whether any
+    was added.  Each entry point loads to a :class:`BackendInfo`."""
+    global _ENTRY_POINTS_READ
+    if _ENTRY_POINTS_READ:
+        return False
+    _ENTRY_POINTS_READ = True
+    from importlib.metadata import entry_points
+
+    added = False
+    for point in entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            info = point.load()
+        except Exception as exc:  # a broken plugin: say which, whatever it raised
+            raise CastValueError(
+                f"the entry point {point.name} = {point.value} (group {ENTRY_POINT_GROUP}) "
+                f"does not load: {type(exc).__name__}: {exc}"
+            ) from exc
+        if not isinstance(info, BackendInfo):
+            raise CastValueError(
+                f"the entry point {point.name} = {point.value} (group {ENTRY_POINT_GROUP}) "
+                f"gives a {type(info).__name__}, not a castlike.backends.BackendInfo"
+            )
+        if info.name in _BACKENDS and _BACKENDS[info.name][0] == info:
+            continue  # registered by a register() call too
+        register(info)
+        added = True
+    return added
+
+
+def backends() -> list[BackendInfo]:
+    """Every backend castlike knows: built-in, registered, and of the entry points."""
+    _read_entry_points()
+    return [info for info, _test in _BACKENDS.values()]
+
+
+def backend_info(name: str) -> BackendInfo:
+    """The backend named ``name``; a BackendTypeError listing the known ones otherwise."""
+    found = _BACKENDS.get(name)
+    if found is None and _read_entry_points():
+        found = _BACKENDS.get(name)
+    if found is None:
+        raise BackendTypeError(
+            f"castlike has no backend named {name!r}; known: {', '.join(_BACKENDS)}"
+        )
+    return found[0]
+
+
 def adapter_named(name: str) -> Adapter:
-    """The adapter of one library by its castlike module name ("numpy", "torch", ...)."""
+    """The adapter of one backend by its name ("numpy", "torch", "array-api-strict", ...)."""
     adapter = _ADAPTERS.get(name)
     if adapter is None:
-        adapter = _ADAPTERS[name] = _import_adapter(name)
+        adapter = _ADAPTERS[name] = _import_adapter(backend_info(name))
     return adapter
 
 
-def _import_adapter(name: str) -> Adapter:
+def _import_adapter(info: BackendInfo) -> Adapter:
     # Static import statements, which Dynamo executes (it refuses importlib), so that a first
     # cast inside torch.compile(fullgraph=True) works too.
-    if name == "numpy":
+    if info.adapter == "castlike.backends.numpy":
         from .numpy import ADAPTER as numpy_adapter
 
         return numpy_adapter
-    if name == "torch":
+    if info.adapter == "castlike.backends.torch":
         from .torch import ADAPTER as torch_adapter
 
         return torch_adapter
+    module_name, _, attribute = info.adapter.partition(":")
     try:
-        module = importlib.import_module(f"castlike.backends.{name}")
+        module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
-        if exc.name == f"castlike.backends.{name}":
-            raise BackendTypeError(f"castlike has no {name} backend yet") from None
+        if exc.name == module_name:
+            raise BackendTypeError(
+                f"the {info.name} backend's adapter module {module_name} is not installed"
+            ) from None
         raise
-    adapter: Adapter = module.ADAPTER
-    return adapter
+    found = getattr(module, attribute or "ADAPTER", None)
+    if found is not None and not isinstance(found, Adapter) and callable(found):
+        found = found()
+    if not isinstance(found, Adapter):
+        raise CastValueError(
+            f"the {info.name} backend's adapter {info.adapter} is not a castlike Adapter "
+            f"(nor a function returning one): it is {type(found).__name__}"
+        )
+    return found
 
 
 def adapter_for(xp: Any) -> Adapter:
     """The adapter for the Array-API namespace ``xp``."""
-    for _library, is_namespace, module in _REGISTRY:
+    for info, is_namespace in _DISPATCH:
         if is_namespace(xp):
-            return adapter_named(module)
-    name = getattr(xp, "__name__", repr(xp))
-    raise BackendTypeError(
-        f"castlike has no backend for the array namespace {name!r}; "
-        "supported: numpy, torch, jax, dask"
-    )
+            return adapter_named(info.name)
+    if _read_entry_points():
+        return adapter_for(xp)
+    from .array_api import adapter_for_namespace
+
+    return adapter_for_namespace(xp)
 
 
 def loaded_adapters() -> list[Adapter]:
     """Adapters of the libraries the caller has imported (numpy always)."""
     out = []
-    for library, _is_namespace, module in _REGISTRY:
-        if library in sys.modules:
+    for info, _is_namespace in _DISPATCH:
+        if info.module in sys.modules:
             try:
-                out.append(adapter_named(module))
+                out.append(adapter_named(info.name))
             except BackendTypeError:
                 continue
+    generic = sys.modules.get("castlike.backends.array_api")
+    if generic is not None:
+        out += [a for a in generic.generic_adapters() if a not in out]
     return out
+
+
+def moves_strings(adapter: Adapter) -> bool:
+    """Whether casts from and to STRING may move numbers between ``adapter``'s library and
+    NumPy, where strings live (R9).  The generic Array-API backend moves no data between
+    libraries (``moves_strings_through_numpy = False``), so STRING is refused there (R10)."""
+    return bool(getattr(adapter, "moves_strings_through_numpy", True))
 
 
 def onnx_type_of_dtype(dtype: Any) -> OnnxType | None:
@@ -93,7 +245,8 @@ def onnx_type_of_dtype(dtype: Any) -> OnnxType | None:
     # library's parser may raise on it, which torch.compile cannot trace.
     owner = type(dtype).__module__.partition(".")[0]
     adapters = loaded_adapters()
-    for adapter in [a for a in adapters if a.name == owner] + adapters:
+    own = [a for a in adapters if a.name.replace("-", "_") == owner]  # array-api-strict too
+    for adapter in own + adapters:
         found = adapter.onnx_type_of(dtype)
         if found is not None:
             return found

@@ -28,6 +28,56 @@ def install_hint(extra: str) -> str:
     )
 
 
+def builtin_backend_names() -> str:
+    """The built-in backends' names, for help texts (the registry is not read in full here:
+    entry points are read only when a name asks for them)."""
+    from ..backends._registry import BUILTIN_BACKENDS
+
+    return ", ".join(info.name for info in BUILTIN_BACKENDS)
+
+
+def requested_backends(requested: list[str]) -> list[str] | str:
+    """The backends named on the command line, imported, or an error message: a name the
+    registry does not know, or one whose library is not installed."""
+    import importlib
+
+    from ..backends import backend_info
+    from ..errors import BackendTypeError
+
+    names = list(dict.fromkeys(requested))
+    for name in names:
+        try:
+            info = backend_info(name)
+        except BackendTypeError as exc:
+            return str(exc)
+        try:
+            importlib.import_module(info.module)
+        except ImportError:
+            hint = install_hint(info.extra) if info.extra else f"pip install {info.module}"
+            return f"{name} is not installed: {hint}"
+    return names
+
+
+#: Backend names longer than this get a short column header (tables keep to 80 columns).
+_LONGEST_HEADER = 8
+
+
+def backend_headers(names: list[str]) -> tuple[list[str], list[str]]:
+    """Column headers for backends, and the legend lines of the shortened ones: a long
+    hyphenated name becomes its last part ("array-api-strict" -> "strict")."""
+    headers: list[str] = []
+    legend: list[str] = []
+    for name in names:
+        short = name
+        if len(name) > _LONGEST_HEADER:
+            short = name.rsplit("-", 1)[-1][:_LONGEST_HEADER]
+            if short in headers or short in names:
+                short = f"b{len(headers) + 1}"
+            legend.append(f"{short}: the {name} backend")
+        headers.append(short)
+    return headers, legend
+
+
 def type_from_text(text: str) -> TypeSpec:
     """The type named on the command line: an ONNX name or a ``TensorProto`` code (``17``)."""
     from .._frontend import resolve_type

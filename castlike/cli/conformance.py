@@ -10,8 +10,14 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from ..parity import LIBRARIES, available_backends
-from ._common import install_hint, output_path_error
+from ..parity import available_backends
+from ._common import (
+    backend_headers,
+    builtin_backend_names,
+    install_hint,
+    output_path_error,
+    requested_backends,
+)
 from ._table import is_terminal, print_table
 
 __all__ = ["register", "run"]
@@ -35,8 +41,9 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--backend",
         action="append",
-        choices=list(LIBRARIES),
-        help="a backend to run on (repeatable; default: every installed one)",
+        metavar="NAME",
+        help=f"a backend to run on: {builtin_backend_names()} or a registered one (repeatable; "
+        "default: every installed one)",
     )
     p.add_argument(
         "--data",
@@ -98,12 +105,9 @@ def run(args: argparse.Namespace) -> int:
     from ..conformance import collect_cases, run_conformance
     from ..spec.rules import Profile
 
-    backends = list(dict.fromkeys(args.backend or available_backends()))
-    for name in backends:
-        try:
-            importlib.import_module(LIBRARIES[name])
-        except ImportError:
-            return _error(f"{name} is not installed: {install_hint(name)}")
+    backends = requested_backends(args.backend) if args.backend else available_backends()
+    if isinstance(backends, str):
+        return _error(backends)
     bad_path = output_path_error(args.json)
     if bad_path:
         return _error(bad_path)
@@ -186,18 +190,19 @@ def _print_case_tables(report: Any, console: Any) -> None:
     for o in report.outcomes:
         key = (o.case.origin, o.case.profile.value)
         by_origin[key].setdefault(o.case.name, {})[o.backend] = o
+    columns, short = backend_headers(report.backends)
     for (origin, profile), cases in by_origin.items():
         rows = [
             [name, *(_cell(row[b]) if b in row else "" for b in report.backends)]
             for name, row in cases.items()
         ]
         print_table(
-            ["case", *report.backends],
+            ["case", *columns],
             rows,
             title=f"ONNX node tests of {origin}, under the {profile} profile",
             console=console if is_terminal() else None,
         )
-    for line in CASE_LEGEND:
+    for line in (*CASE_LEGEND, *short):
         console.print(line, markup=False, highlight=False)
 
 

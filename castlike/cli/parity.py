@@ -9,8 +9,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..parity import LIBRARIES, Cell, CellStatus, ParityReport, available_backends, run_parity
-from ._common import install_hint, output_path_error, type_from_text
+from ..parity import Cell, CellStatus, ParityReport, available_backends, run_parity
+from ._common import (
+    backend_headers,
+    builtin_backend_names,
+    install_hint,
+    output_path_error,
+    requested_backends,
+    type_from_text,
+)
 from ._table import is_terminal, print_table
 
 __all__ = ["register", "run"]
@@ -31,8 +38,9 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--backend",
         action="append",
-        choices=list(LIBRARIES),
-        help="a backend to check (repeatable; default: every installed one)",
+        metavar="NAME",
+        help=f"a backend to check: {builtin_backend_names()} or a registered one (repeatable; "
+        "default: every installed one)",
     )
     p.add_argument(
         "--exhaustive", action="store_true", help="every bit pattern of the 16-bit sources"
@@ -75,13 +83,7 @@ def _backends(requested: list[str] | None) -> list[str] | str:
     """The backends to run, or an error message."""
     if not requested:
         return available_backends()
-    names = list(dict.fromkeys(requested))
-    for name in names:
-        try:
-            importlib.import_module(LIBRARIES[name])
-        except ImportError:
-            return f"{name} is not installed: {install_hint(name)}"
-    return names
+    return requested_backends(requested)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -220,17 +222,19 @@ def matrix_rows(
     report: ParityReport, *, full: bool
 ) -> tuple[list[str], list[list[str]], list[str]]:
     """Headers, rows and legend of the parity table (one row per source, or per pair)."""
+    columns, short = backend_headers(report.backends)
     if full:
         rows = [
-            [f"{s.name} → {t.name}", *(_cell_text(report.cell(s, t, b)) for b in report.backends)]
+            [f"{s.name}→{t.name}", *(_cell_text(report.cell(s, t, b)) for b in report.backends)]
             for s in report.sources
             for t in report.targets
         ]
         legend = [
             "✓: every mode gives the oracle's bits",
             "✗ N: N elements differ (listed below); n/r: the backend cannot hold the pair",
+            *short,
         ]
-        return ["source → target", *report.backends], rows, legend
+        return ["source→target", *columns], rows, legend
     rows = [
         [
             s.name,
@@ -241,8 +245,9 @@ def matrix_rows(
     legend = [
         "Targets per source:  N✓ every mode gives the oracle's bits;",
         "  N✗ some elements differ (listed below);  N- the backend cannot hold the pair.",
+        *short,
     ]
-    return ["source", *report.backends], rows, legend
+    return ["source", *columns], rows, legend
 
 
 def _print_failures(report: ParityReport, console: Any) -> None:

@@ -7,9 +7,10 @@ integer ranges, and each imported backend's dtype (identical backend columns are
 from __future__ import annotations
 
 import argparse
+import textwrap
 from fractions import Fraction
 
-from ..backends import loaded_adapters
+from ..backends import loaded_adapters, moves_strings
 from ..spec.reference import floor_log2
 from ..spec.types import TYPES, Kind, Special
 from ._common import short_number
@@ -91,13 +92,33 @@ def dtype_table() -> tuple[list[str], list[list[str]], list[str]]:
     columns: dict[tuple[str, ...], list[str]] = {}
     legend = []
     for adapter in loaded_adapters():
-        cells = []
-        for t in TYPES.values():
-            dtype = adapter.native_dtype(t)
-            text = str(dtype) if dtype is not None else "-"
-            cells.append(text.removeprefix("torch."))
-        if any(str(adapter.native_dtype(t)).startswith("torch.") for t in TYPES.values()):
-            legend.append(f"{adapter.name}: torch.<name>")
+        if not moves_strings(adapter):
+            # The generic Array-API backend: the standard's dtypes, under the standard's names;
+            # a line of the legend rather than a column (the table then keeps to 80 columns).
+            held = [t.name for t in TYPES.values() if adapter.native_dtype(t) is not None]
+            text = (
+                f"{adapter.name} (the generic Array-API backend) holds {', '.join(held)}: the "
+                "standard's dtypes of those names"
+            )
+            legend += textwrap.wrap(text, 78, subsequent_indent="  ")
+            continue
+        texts = [str(adapter.native_dtype(t)) for t in TYPES.values()]
+        held = [
+            text
+            for t, text in zip(TYPES.values(), texts, strict=True)
+            if adapter.native_dtype(t) is not None
+        ]
+        # A library whose dtypes print with its module's name (torch.float32,
+        # array_api_strict.float32): the name alone in the cells, the prefix in the legend.
+        prefix = held[0].rpartition(".")[0] + "." if held and "." in held[0] else ""
+        if not prefix or not all(text.startswith(prefix) for text in held):
+            prefix = ""
+        cells = [
+            text.removeprefix(prefix) if adapter.native_dtype(t) is not None else "-"
+            for t, text in zip(TYPES.values(), texts, strict=True)
+        ]
+        if prefix:
+            legend.append(f"dtypes of {adapter.name}: {prefix}<name>")
         columns.setdefault(tuple(cells), []).append(adapter.name)
     headers = ["name", *(", ".join(names) for names in columns.values())]
     rows = [[t.name, *(cells[i] for cells in columns)] for i, t in enumerate(TYPES.values())]
@@ -135,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
         rows,
         title="Backend dtypes ('-': the library cannot hold the type)",
         legend=[
-            *(f"dtypes of {entry}" for entry in legend),
+            *legend,
             "Imported backends only: --installed imports every installed one.",
         ],
     )

@@ -157,23 +157,25 @@ def backend_table() -> str:
     """Which types each backend importable at build time holds."""
     import importlib
 
-    from castlike.backends import adapter_named
+    from castlike.backends import adapter_named, backends
     from castlike.spec.types import TYPES
 
     names = []
-    for name, module in (("numpy", "numpy"), ("torch", "torch"), ("jax", "jax"), ("dask", "dask")):
+    for info in backends():  # castlike's registry
         try:
-            importlib.import_module(module)
-            adapter_named(name)
+            importlib.import_module(info.module)
+            adapter_named(info.name)
         except Exception:  # not installed where the docs were built
             continue
-        names.append(name)
+        names.append(info.name)
     columns: dict[tuple[str, ...], list[str]] = {}
     for name in names:
         cells = []
         for t in TYPES.values():
             dtype = adapter_named(name).native_dtype(t)
-            text = str(dtype).removeprefix("torch.") if dtype is not None else ""
+            text = str(dtype) if dtype is not None else ""
+            for prefix in ("torch.", "array_api_strict."):
+                text = text.removeprefix(prefix)
             cells.append(f"``{text}``" if text else "**refused**")
         columns.setdefault(tuple(cells), []).append(name)  # equal columns merged
     rows = [[t.name, *(cells[i] for cells in columns)] for i, t in enumerate(TYPES.values())]
@@ -181,7 +183,8 @@ def backend_table() -> str:
         "The dtype each backend holds a type in (one element per byte for the sub-byte types), "
         f"for the backends installed where these docs were built ({', '.join(names)}); "
         "**refused** is an error naming what to do instead (R10); torch dtypes are "
-        "``torch.<name>``.  JAX holds the 64-bit types only with ``jax_enable_x64``"
+        "``torch.<name>``, array-api-strict's ``array_api_strict.<name>``.  JAX holds the "
+        "64-bit types only with ``jax_enable_x64``"
         f" ({'on' if os.environ.get('JAX_ENABLE_X64') else 'off'} for this build).\n\n"
     )
     return note + _grid(["type", *(", ".join(n) for n in columns.values())], rows)
@@ -435,10 +438,41 @@ def plots() -> None:
     plt.close(fig)
 
 
+def array_api_types() -> str:
+    """What the generic Array-API backend holds and refuses, from its code."""
+    import array_api_strict
+
+    from castlike.backends.array_api import STANDARD_TYPES, ArrayApiAdapter
+    from castlike.spec.types import TYPES, OnnxType
+
+    adapter = ArrayApiAdapter(array_api_strict, name="array-api-strict")
+    held = [t for t in TYPES.values() if adapter.native_dtype(t) is not None]
+    standard = [TYPES[t].name for t in STANDARD_TYPES]
+    rows = [
+        ["held (on array-api-strict)", ", ".join(t.name for t in held)],
+        ["held where the namespace has ``float16``", "FLOAT16"],
+        [
+            "refused (R10)",
+            ", ".join(t.name for t in TYPES.values() if t.name not in standard),
+        ],
+    ]
+    pairs = len(held) ** 2
+    note = (
+        f"From :data:`castlike.backends.array_api.STANDARD_TYPES`: on array-api-strict "
+        f"(no float16) every pair of its {len(held)} types is cast ({pairs} pairs, every mode), "
+        "and no pair of held types is refused.  A pair with a refused type raises "
+        ":class:`~castlike.BackendTypeError` naming the library and the alternative, e.g. "
+        f"*{adapter.name} cannot hold BFLOAT16; "
+        f"{adapter.cannot_hold_hint(TYPES[OnnxType.BFLOAT16])}*\n\n"
+    )
+    return note + _grid(["", "types"], rows)
+
+
 def generate(app: Any = None) -> None:
     _write("type_matrix.rst", type_matrix())
     _write("value_tables.rst", value_tables())
     _write("backend_table.rst", backend_table())
+    _write("array_api_types.rst", array_api_types())
     _write("profile_table.rst", profile_table())
     _write("cli_reference.rst", cli_reference())
     cli_examples()
