@@ -13,6 +13,7 @@ pair declared wrongly fails here.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -49,12 +50,15 @@ def _declared_pairs() -> list[tuple[str, TypeSpec, TypeSpec]]:
     ]
 
 
-def _declared_float8() -> list[tuple[str, TypeSpec]]:
+def _declared_float8() -> list[Any]:
     cases = set()
     for backend in BACKENDS:
         for key, plan in adapter_named(backend).native_float8_plans.items():
             if plan is not None:
                 cases.add((backend, key[0]))
+    if not cases:
+        reason = "no backend under test declares a float8 conversion (native_float8_plans)"
+        return [pytest.param(None, marks=pytest.mark.skip(reason=reason), id="none")]
     return [(backend, TYPES[OnnxType(code)]) for backend, code in sorted(cases)]
 
 
