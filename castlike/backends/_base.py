@@ -77,7 +77,9 @@ class Adapter(ABC):
 
     @abstractmethod
     def from_bits(self, u: Any, t: TypeSpec) -> Any:
-        """Reinterpret an unsigned integer array of ``t``'s storage width as type ``t``."""
+        """Reinterpret an integer array of ``t``'s storage width as type ``t``: unsigned, or
+        the view :meth:`int_bits` computes on (uint8 for the sub-byte types, from
+        :meth:`narrow`)."""
 
     def astype(self, x: Any, t: TypeSpec) -> Any:
         """The library's own conversion to ``t`` (only used where it equals the rule)."""
