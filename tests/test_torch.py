@@ -28,7 +28,7 @@ if os.environ.get("CASTLIKE_TEST_BACKENDS") and "torch" not in os.environ[
 import ml_dtypes  # noqa: E402
 
 import castlike  # noqa: E402
-from castlike.backends import adapter_named  # noqa: E402
+from castlike.backends import _torch_compile, adapter_named  # noqa: E402
 from castlike.backends import torch as torch_backend  # noqa: E402
 from castlike.errors import BackendTypeError, CastError  # noqa: E402
 from castlike.spec.opsets import Op  # noqa: E402
@@ -262,7 +262,7 @@ def test_tables_are_moved_once_per_device(monkeypatch: pytest.MonkeyPatch) -> No
     def built_again(*args: Any) -> None:
         raise AssertionError("a lookup table was built and moved again")
 
-    monkeypatch.setattr(torch_backend, "_host_table", built_again)
+    monkeypatch.setattr(_torch_compile, "_host_table", built_again)
     assert torch.equal(
         castlike.cast(x, "FLOAT8E5M2FNUZ").view(torch.uint8), first.view(torch.uint8)
     )

@@ -13,7 +13,7 @@ from functools import lru_cache
 from types import ModuleType
 from typing import Any
 
-from .._engine import Engine, _largest_float_below
+from .._engine import Engine, saturation_bounds
 from .._tables import (
     DOUBLE_CLASS_BITS,
     FLOAT32_CLASS_BITS,
@@ -155,13 +155,11 @@ def _to_integer(
         return f"int_to_int:{key}:u{target.bits}", {"mask": (1 << target.bits) - 1}
     # Truncation with saturation: clamp to bounds exact in the source format; a maximum the
     # format cannot hold is reached by x >= int_max + 1 instead.
-    exact_max = target.int_max < 2 ** (source.fmt.mantissa_bits + 1)
-    limit = float(target.int_max + 1)
-    high = float(target.int_max) if exact_max else _largest_float_below(limit, source)
+    low, high, limit = saturation_bounds(source, target)
     return f"float_to_int:{key}:{tkey}", {
-        "lo": float(target.int_min),
+        "lo": low,
         "hi": high,
-        "limit": float("inf") if exact_max else limit,
+        "limit": float("inf") if limit is None else limit,
         "hi_result": target.int_max,
         "nan_result": _nan_result(source, target, mode),
     }

@@ -1,14 +1,18 @@
 """The Adapter protocol: what one array library must provide so the shared rules can run on it.
 
 An adapter knows the library's dtypes and a handful of primitives (bit views, raw conversion,
-lookup tables on the right device).  The rules themselves are written once, in
-:mod:`castlike._engine`, against these primitives and the library's Array-API namespace.
+lookup tables on the right device, gathers, ``where``), and declares what the engine needs to
+know of the library's arithmetic: the pairs where its own conversion is the rule
+(:attr:`Adapter.native_pairs`), whether its float operations flush subnormals, whether it does
+unsigned arithmetic.  The rules themselves are written once, in :mod:`castlike._engine`,
+against these primitives and the library's Array-API namespace.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..spec.types import OnnxType, TypeSpec
 
@@ -16,6 +20,8 @@ if TYPE_CHECKING:
     import numpy as np
 
     from .._engine import Engine
+    from .._float8 import Float8Plan, PlanKey
+    from ..spec.rules import Mode
 
 __all__ = ["Adapter"]
 
@@ -27,6 +33,26 @@ class Adapter(ABC):
     name: str = "?"
     #: The Array-API namespace (array-api-compat's wrapper where there is one).
     xp: Any
+
+    # -- declarations the engine reads (see castlike._engine) -------------------------------
+    #: (source code, target code) pairs where the library's own conversion (:meth:`astype`;
+    #: for integer pairs, R8's low bits) is the rule, bit for bit, in the default mode.  The
+    #: engine then uses it in every mode that does not change the pair's rule.  Checked on
+    #: every pattern (small sources) or the curated inputs (wide sources) against the oracle by
+    #: ``tests/test_engine_pairs.py``; never asserted by hand.
+    native_pairs: ClassVar[frozenset[tuple[int, int]]] = frozenset()
+    #: The library's float conversions and comparisons may treat subnormals as zero, and may
+    #: drop a narrowing round trip (XLA): the engine then rounds from DOUBLE, and to odd, in
+    #: integers (:mod:`castlike._exact`), and tests floats for zero and sign on their bits.
+    flushes_subnormals: ClassVar[bool] = False
+    #: Whether the library does arithmetic, shifts and ordering on uint16/uint32/uint64; if not
+    #: (torch), :meth:`int_bits` is the signed view and :meth:`where`/:meth:`clip` handle the
+    #: unsigned dtypes themselves.
+    unsigned_arithmetic: ClassVar[bool] = True
+    #: The float8 targets the library's FLOAT conversion rounds correctly (specials aside), by
+    #: plain-value mode key: see :mod:`castlike._float8` (``plans(...)`` of the measured
+    #: :class:`~castlike._float8.NativeSpecials`).  Empty: the engine uses the class table.
+    native_float8_plans: ClassVar[Mapping[PlanKey, Float8Plan | None]] = {}
 
     # -- types -----------------------------------------------------------------------------
     @abstractmethod
@@ -51,7 +77,9 @@ class Adapter(ABC):
 
     @abstractmethod
     def from_bits(self, u: Any, t: TypeSpec) -> Any:
-        """Reinterpret an unsigned integer array of ``t``'s storage width as type ``t``."""
+        """Reinterpret an integer array of ``t``'s storage width as type ``t``: unsigned, or
+        the view :meth:`int_bits` computes on (uint8 for the sub-byte types, from
+        :meth:`narrow`)."""
 
     def astype(self, x: Any, t: TypeSpec) -> Any:
         """The library's own conversion to ``t`` (only used where it equals the rule)."""
@@ -61,9 +89,69 @@ class Adapter(ABC):
         """The unsigned integer dtype of ``bits`` width."""
         return getattr(self.xp, f"uint{bits}")
 
+    def int_bits(self, x: Any, t: TypeSpec) -> Any:
+        """The storage of ``x`` (a type of 16 bits or more) as integers of its width that the
+        library does arithmetic, shifts and comparisons on: unsigned (:meth:`bits`), or the
+        signed view of the same width where it has no unsigned arithmetic."""
+        return self.bits(x, t)
+
+    def narrow(self, u: Any, bits: int) -> Any:
+        """Integers whose values fit in ``bits`` bits as an integer array of that width, for
+        :meth:`from_bits` (unsigned; or the signed view where :meth:`int_bits` is signed)."""
+        return self.xp.astype(u, self.uint(bits))
+
+    def flag(self, mask: Any, like: Any) -> Any:
+        """A boolean array as 0/1 integers to combine with the integer array ``like``."""
+        return self.xp.astype(mask, like.dtype)
+
+    def where(self, cond: Any, a: Any, b: Any) -> Any:
+        """``a`` where ``cond`` else ``b``; either may be a Python scalar, which takes the
+        other's dtype."""
+        xp = self.xp
+        if not hasattr(a, "dtype"):
+            a = xp.asarray(a, dtype=b.dtype)
+        if not hasattr(b, "dtype"):
+            b = xp.asarray(b, dtype=a.dtype)
+        return xp.where(cond, a, b)
+
+    def clz(self, u: Any) -> Any:
+        """Leading zero bits of each element of an unsigned integer array (its own dtype).
+
+        By halving, with shifts, comparisons and ``where`` only; a library with an instruction
+        for it (``lax.clz``) overrides this.
+        """
+        xp = self.xp
+        width = xp.iinfo(u.dtype).bits
+        count = xp.zeros_like(u)
+        step = width // 2
+        while step:
+            high = u >> step
+            empty = high == 0
+            count = xp.where(empty, count + step, count)
+            u = xp.where(empty, u, high)
+            step //= 2
+        return xp.where(u == 0, count + 1, count)
+
     @abstractmethod
     def device_table(self, table: np.ndarray, like: Any) -> Any:
         """The host lookup table ``table`` as an array of this library on ``like``'s device."""
+
+    def pattern_table(self, source: TypeSpec, target: TypeSpec, mode: Mode, like: Any) -> Any:
+        """:func:`~castlike.spec.tables.pattern_table` on ``like``'s device (``mode`` is
+        effective for ``target``)."""
+        from ..spec.tables import pattern_table
+
+        return self.device_table(pattern_table(source, target, mode), like)
+
+    def class_table(self, target: TypeSpec, mode: Mode, like: Any) -> Any:
+        """:func:`~castlike.spec.tables.float32_class_table` on ``like``'s device."""
+        from ..spec.tables import float32_class_table
+
+        return self.device_table(float32_class_table(target, mode), like)
+
+    def pattern_index(self, x: Any, t: TypeSpec) -> Any:
+        """The index of each element of ``x`` (type ``t``) into a :meth:`pattern_table`."""
+        return self.bits(x, t)
 
     def clip(self, x: Any, low: float, high: float) -> Any:
         """``x`` clipped to ``[low, high]`` (bounds exact in ``x``'s dtype; NaN stays NaN)."""

@@ -49,6 +49,17 @@ NUMPY_DTYPES: dict[OnnxType, np.dtype[Any]] = {
 _BY_DTYPE = {dtype: t for t, dtype in NUMPY_DTYPES.items()}
 _UINTS: dict[int, np.dtype[Any]] = {bits: np.dtype(f"uint{bits}") for bits in (8, 16, 32, 64)}
 
+_WIDE = (_T.FLOAT, _T.DOUBLE, _T.INT32, _T.UINT32, _T.INT64, _T.UINT64)
+#: Where NumPy's (and ml_dtypes') own ``astype`` is the rule (see ``Adapter.native_pairs``):
+#: its conversions of the wide types to FLOAT, DOUBLE and FLOAT16 are correctly rounded C
+#: casts (an integer beyond FLOAT16's range overflows whatever the intermediate), ml_dtypes
+#: rounds FLOAT -> BFLOAT16 to nearest even, and FLOAT16/BFLOAT16 widen exactly.
+NATIVE_PAIRS: frozenset[tuple[int, int]] = frozenset(
+    {(int(s), int(t)) for s in _WIDE for t in (_T.FLOAT, _T.DOUBLE, _T.FLOAT16) if s != t}
+    | {(int(_T.FLOAT), int(_T.BFLOAT16))}
+    | {(int(s), int(t)) for s in (_T.FLOAT16, _T.BFLOAT16) for t in (_T.FLOAT, _T.DOUBLE)}
+)
+
 
 def is_string_dtype(dtype: np.dtype[Any]) -> bool:
     """Whether a NumPy dtype holds strings (R9): StringDType, ``U``, ``S`` or object."""
@@ -62,6 +73,7 @@ class NumpyAdapter(Adapter):
     # NumPy 2 itself: array-api-compat's wrapper adds nothing the engine uses, and importing
     # it costs ~100 ms (see castlike._frontend._namespace).
     xp = np
+    native_pairs = NATIVE_PAIRS
 
     def native_dtype(self, t: TypeSpec) -> np.dtype[Any] | None:
         if t.code == _T.STRING:
@@ -132,11 +144,14 @@ class NumpyAdapter(Adapter):
 
 
 class NumpyEngine(Engine):
-    """The shared rules, with NumPy fast paths where NumPy or ml_dtypes already does the rule.
+    """The shared rules, run by the native kernels where they cover the cast.
 
-    Each override is a *step* of :class:`~castlike._engine.Engine` computed another way; the
-    exhaustive and curated tests hold them to the same bits.  NaN and Inf are handled by the
-    rules explicitly, so NumPy's floating-point warnings are silenced.
+    What it overrides, and why: :meth:`cast` (the native kernels first; byte-swapped input to
+    native order; large wide arrays block by block in the caches), :meth:`from_wide` (NumPy's
+    floating-point warnings silenced: NaN and Inf are handled by the rules explicitly) and
+    :meth:`to_small_float` (one gather from the DOUBLE class table, and integers clipped to
+    +-2**24 then exact in FLOAT: fewer passes than the shared step, on NumPy's uint64
+    arithmetic).  The exhaustive and curated tests hold them to the same bits.
     """
 
     #: Elements per block for the wide paths: their temporaries then stay in the CPU caches.
@@ -158,8 +173,6 @@ class NumpyEngine(Engine):
         """The cast by NumPy operations only (the reference for the native kernels)."""
         source, target = plan.source, plan.target
         with np.errstate(all="ignore"):
-            if _T(source.code) in _IEEE_16 and _T(target.code) in _IEEE_WIDE:
-                return x.astype(NUMPY_DTYPES[_T(target.code)])  # exact widening
             single_pass = source.storage_bits <= 16 or _T(target.code) in _NATIVE_TARGETS
             if single_pass or x.size <= 2 * self.BLOCK:
                 return super().cast(x, plan)
@@ -174,19 +187,6 @@ class NumpyEngine(Engine):
     def from_wide(self, x: Any, source: TypeSpec, target: TypeSpec, mode: Any) -> Any:
         with np.errstate(all="ignore"):
             return super().from_wide(x, source, target, mode)
-
-    def to_ieee(self, x: Any, source: TypeSpec, target: TypeSpec) -> Any:
-        # NumPy's integer -> FLOAT/DOUBLE/FLOAT16 conversions are correctly rounded C casts
-        # (and integers never exceed FLOAT16 without overflowing), so no rounding to odd.
-        return x.astype(NUMPY_DTYPES[_T(target.code)])
-
-    def to_bfloat16(self, x: Any, source: TypeSpec, mode: Any, odd: bool) -> Any:
-        if mode.profile.rules.bfloat16 != "nearest_even":
-            return super().to_bfloat16(x, source, mode, odd)
-        # ml_dtypes rounds FLOAT -> BFLOAT16 to nearest even: feed it FLOAT bits that carry the
-        # single rounding (rounded to odd from wider sources).
-        bits32 = self.float32_bits(x, source, odd=odd)
-        return bits32.view(np.float32).astype(ml_dtypes.bfloat16)
 
     def to_small_float(
         self, x: Any, source: TypeSpec, target: TypeSpec, mode: Any, odd: bool
@@ -216,8 +216,6 @@ def _run_kernel(kernel: Any, x: np.ndarray, target: TypeSpec) -> np.ndarray:
     return out
 
 
-_IEEE_16 = (_T.FLOAT16, _T.BFLOAT16)
-_IEEE_WIDE = (_T.FLOAT, _T.DOUBLE)
 #: Targets a wide source reaches in one native pass (a table gather, astype or comparison).
 _NATIVE_TARGETS = (_T.FLOAT, _T.DOUBLE, _T.FLOAT16, _T.BOOL)
 

@@ -1,0 +1,312 @@
+"""What ``torch.compile`` needs of the torch backend: custom operators and one repair of torch.
+
+The shared engine runs under ``torch.compile`` (Dynamo traces it, Inductor compiles the graph).
+torch 2.13 cannot have on that path:
+
+* numpy, ``functools.lru_cache``, ``cached_property`` or Fraction arithmetic: lookup tables
+  reach compiled graphs through the custom operator ``castlike::lookup_table``
+  (:func:`device_table`), opaque to the compiler, so that their host-side construction is
+  never traced;
+* ``float8_e8m0fnu`` or the one-byte shell dtypes (``int4``, ``uint4``, ``int2``,
+  ``uint2``) in an Inductor graph: their bytes cross compiled graphs through
+  ``castlike::bytes_of`` / ``castlike::bytes_as`` (:data:`OPAQUE_TO_INDUCTOR`);
+* castlike's native kernels: a CPU cast runs them through ``castlike::native_cast``, one
+  opaque operator (faster than the graph of torch ops for most casts: ``docs/torch.rst``).
+  :func:`run_native` is that call on a tensor's memory, which the eager path shares.
+
+And one repair of torch itself: :func:`_name_the_shell_dtypes` (see there).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+import torch
+
+from .. import _native
+from .._native.routes import kernel_for
+from ..spec.rules import Mode, Profile, RoundMode
+from ..spec.tables import FLOAT32_CLASS_BITS, float32_class_table, pattern_table
+from ..spec.types import TYPES, Kind, OnnxType, TypeSpec
+from ._torch_dtypes import GATHER, TORCH_DTYPES, UINT
+
+__all__ = [
+    "OPAQUE_TO_INDUCTOR",
+    "bytes_as",
+    "bytes_of",
+    "device_table",
+    "native_cast",
+    "native_enabled",
+    "native_kernel",
+    "run_native",
+]
+
+_T = OnnxType
+
+# -- lookup tables as device constants ---------------------------------------------------------
+
+#: (table kind, source code, target code, mode, device) -> table tensor on that device.
+_TABLES: dict[tuple[str, int, int, Mode, torch.device], torch.Tensor] = {}
+
+
+def _host_table(kind: str, source: TypeSpec, target: TypeSpec, mode: Mode) -> np.ndarray:
+    """The NumPy table of one kind, widened so that every byte of the index has an entry.
+
+    Sources held in a byte (BOOL and the sub-byte types) get a 256-entry table indexed by the
+    whole byte, so that the gather needs no mask: the entry of byte ``b`` is that of its low
+    ``bits`` bits (BOOL: any nonzero byte reads as True).
+    """
+    if kind == "class":
+        return float32_class_table(target, mode)
+    table = pattern_table(source, target, mode)
+    if source.storage_bits == 8 and table.shape[0] < 256:
+        index = np.arange(256)
+        if source.kind is Kind.BOOL:
+            index = (index != 0).astype(np.intp)
+        else:
+            index = index & ((1 << source.bits) - 1)
+        table = table[index]
+    return table
+
+
+def device_table(
+    kind: str, source: TypeSpec, target: TypeSpec, mode: Mode, like: torch.Tensor
+) -> torch.Tensor:
+    """A lookup table (kind "pattern" or "class") as a tensor on ``like``'s device.
+
+    Eagerly: the cached tensor.  Under ``torch.compile``: the custom operator
+    ``castlike::lookup_table``, opaque to the compiler, so that the host-side construction
+    (numpy, lru_cache, the Fraction oracle) is never traced.  (``assume_constant_result`` would
+    embed it as a constant, but torch 2.13 fails on a graph that calls it twice, and passes a
+    :class:`Mode` built during tracing with its *default* field values, silently: hence plain
+    values as arguments.)
+    """
+    args = (
+        kind,
+        source.code,
+        target.code,
+        mode.saturate,
+        mode.round_mode.value,
+        mode.profile.value,
+        mode.inf_to_fnuz_is_nan,
+    )
+    if torch.compiler.is_compiling():
+        return torch.ops.castlike.lookup_table(like, *args)
+    return _cached_table(*args, like.device)
+
+
+def _cached_table(
+    kind: str,
+    source_code: int,
+    target_code: int,
+    saturate: bool,
+    round_mode: str,
+    profile: str,
+    inf_to_fnuz_is_nan: bool,
+    device: torch.device,
+) -> torch.Tensor:
+    """A lookup table as a tensor on ``device``, built on the host once and cached.
+
+    Entries are stored in a dtype ``index_select`` accepts (uint8 or a signed type of the
+    target's storage width); the adapter's ``from_bits`` reinterprets them.
+    """
+    mode = Mode(saturate, RoundMode(round_mode), Profile(profile), inf_to_fnuz_is_nan)
+    key = (kind, source_code, target_code, mode, device)
+    found = _TABLES.get(key)
+    if found is None:
+        source, target = TYPES[_T(source_code)], TYPES[_T(target_code)]
+        host = np.ascontiguousarray(_host_table(kind, source, target, mode))
+        gather = GATHER[host.dtype.itemsize * 8]
+        found = torch.from_numpy(host.copy()).view(gather).to(device)
+        _TABLES[key] = found
+    return found
+
+
+@torch.library.custom_op("castlike::lookup_table", mutates_args=())
+def _lookup_table(
+    like: torch.Tensor,
+    kind: str,
+    source_code: int,
+    target_code: int,
+    saturate: bool,
+    round_mode: str,
+    profile: str,
+    inf_to_fnuz_is_nan: bool,
+) -> torch.Tensor:
+    """The cached table on ``like``'s device, as a copy (the compiled graph owns its outputs
+    and may reuse their memory; a copy of at most 256 KiB keeps the cache intact)."""
+    key = (kind, source_code, target_code, saturate, round_mode, profile, inf_to_fnuz_is_nan)
+    return _cached_table(*key, like.device).clone()
+
+
+@_lookup_table.register_fake
+def _lookup_table_fake(
+    like: torch.Tensor,
+    kind: str,
+    source_code: int,
+    target_code: int,
+    saturate: bool,
+    round_mode: str,
+    profile: str,
+    inf_to_fnuz_is_nan: bool,
+) -> torch.Tensor:
+    source, target = TYPES[_T(source_code)], TYPES[_T(target_code)]
+    if kind == "class":
+        size = 1 << (32 - FLOAT32_CLASS_BITS + 1)
+    else:
+        size = 1 << max(source.storage_bits, source.bits)
+    return like.new_empty((size,), dtype=GATHER[target.storage_bits])
+
+
+# -- dtypes Inductor cannot compile --------------------------------------------------------------
+
+#: Types whose torch dtype Inductor (torch 2.13, CPU) cannot compile: it has no C++ type for
+#: ``float8_e8m0fnu`` and the shell dtypes, and cannot lower a ``view`` to or from the latter.
+#: Under ``torch.compile`` their bytes cross the graph through the two opaque operators below
+#: (a copy of one byte per element), and nothing else touches them.
+OPAQUE_TO_INDUCTOR = frozenset({_T.FLOAT8E8M0, _T.INT4, _T.UINT4, _T.INT2, _T.UINT2})
+
+
+def bytes_of(x: torch.Tensor, t: TypeSpec) -> torch.Tensor | None:
+    """Under ``torch.compile``, the bytes of ``x`` (type ``t`` in :data:`OPAQUE_TO_INDUCTOR`) as
+    a uint8 copy by an opaque operator; None where a plain view does."""
+    if t.code in OPAQUE_TO_INDUCTOR and torch.compiler.is_compiling():
+        return torch.ops.castlike.bytes_of(x)
+    return None
+
+
+def bytes_as(u: torch.Tensor, t: TypeSpec) -> torch.Tensor | None:
+    """Under ``torch.compile``, a uint8 tensor's bytes as type ``t`` (in
+    :data:`OPAQUE_TO_INDUCTOR`), a copy by an opaque operator; None where a plain view does."""
+    if t.code in OPAQUE_TO_INDUCTOR and torch.compiler.is_compiling():
+        return torch.ops.castlike.bytes_as(u.view(torch.uint8), t.code)
+    return None
+
+
+@torch.library.custom_op("castlike::bytes_of", mutates_args=())
+def _bytes_of(x: torch.Tensor) -> torch.Tensor:
+    """The bytes of a one-byte tensor, as a uint8 copy."""
+    return x.view(torch.uint8).clone()
+
+
+@_bytes_of.register_fake
+def _bytes_of_fake(x: torch.Tensor) -> torch.Tensor:
+    return torch.empty_like(x, dtype=torch.uint8)
+
+
+@torch.library.custom_op("castlike::bytes_as", mutates_args=())
+def _bytes_as(u: torch.Tensor, code: int) -> torch.Tensor:
+    """A uint8 tensor's bytes as the torch dtype of the ONNX type ``code``, as a copy."""
+    return u.clone().view(TORCH_DTYPES[_T(code)])
+
+
+@_bytes_as.register_fake
+def _bytes_as_fake(u: torch.Tensor, code: int) -> torch.Tensor:
+    return torch.empty_like(u, dtype=TORCH_DTYPES[_T(code)])
+
+
+def _name_the_shell_dtypes() -> None:
+    """Work around torch 2.13: the table of dtype abbreviations that the FX graph printer
+    uses lacks the shell dtypes, and AOTAutograd prints every graph it caches, so compiling
+    any function whose graph holds an ``int4`` tensor fails with ``KeyError: torch.int4``.
+    Adding the missing entries (each dtype's own ``abbr``) changes nothing else."""
+    try:
+        from torch.utils._dtype_abbrs import dtype_abbrs
+    except ImportError:  # another torch version: nothing to repair
+        return
+    for name in ("int1", "int2", "int3", "int4", "int5", "int6", "int7"):
+        for dtype in (getattr(torch, name, None), getattr(torch, "u" + name, None)):
+            if isinstance(dtype, torch.dtype) and dtype not in dtype_abbrs:
+                dtype_abbrs[dtype] = getattr(dtype, "abbr", str(dtype).removeprefix("torch."))
+
+
+_name_the_shell_dtypes()
+
+
+# -- the native kernels on CPU tensors ----------------------------------------------------------
+
+
+def native_enabled() -> bool:
+    """Whether CPU tensors go through the native kernels (``CASTLIKE_TORCH_NATIVE=0``: no)."""
+    return _native.module() is not None and os.environ.get("CASTLIKE_TORCH_NATIVE", "1") != "0"
+
+
+def native_kernel(source: TypeSpec, target: TypeSpec, mode: Mode) -> Any:
+    """The NumPy backend's native kernel for this cast, or None (disabled, or not covered)."""
+    module = _native.module()
+    if module is None or not native_enabled():
+        return None
+    return kernel_for(module, source, target, mode)
+
+
+def run_native(
+    kernel: Any, x: torch.Tensor, source: TypeSpec, dtype: torch.dtype, target: TypeSpec
+) -> torch.Tensor:
+    """Run a native kernel on a CPU tensor's memory (a zero-copy NumPy view of its bytes) into
+    a tensor torch allocates.  A non-contiguous tensor is made contiguous first (one copy, of
+    its same-width unsigned view: torch has no copy kernel for the shell dtypes)."""
+    bits = x.view(UINT[source.storage_bits])
+    if not bits.is_contiguous():
+        bits = bits.contiguous()
+    out = torch.empty(x.shape, dtype=dtype)
+    kernel(bits.numpy(), out.view(UINT[target.storage_bits]).numpy(), _native.get_num_threads())
+    return out
+
+
+def native_cast(x: torch.Tensor, source: TypeSpec, target: TypeSpec, mode: Mode) -> torch.Tensor:
+    """Under ``torch.compile``: the native kernel as the opaque ``castlike::native_cast``."""
+    m = mode.effective_for(target)
+    result = torch.ops.castlike.native_cast(
+        x,
+        source.code,
+        target.code,
+        m.saturate,
+        m.round_mode.value,
+        m.profile.value,
+        m.inf_to_fnuz_is_nan,
+    )
+    if _T(target.code) in OPAQUE_TO_INDUCTOR:
+        return torch.ops.castlike.bytes_as(result, target.code)
+    return result
+
+
+@torch.library.custom_op("castlike::native_cast", mutates_args=())
+def _native_cast(
+    x: torch.Tensor,
+    source_code: int,
+    target_code: int,
+    saturate: bool,
+    round_mode: str,
+    profile: str,
+    inf_to_fnuz_is_nan: bool,
+) -> torch.Tensor:
+    """A cast of a CPU tensor by the native kernel, as one opaque operator of a compiled graph.
+    The result has the target's dtype, except for the types Inductor cannot hold, which come
+    back as their bytes (uint8) for ``castlike::bytes_as``."""
+    source, target = TYPES[_T(source_code)], TYPES[_T(target_code)]
+    mode = Mode(saturate, RoundMode(round_mode), Profile(profile), inf_to_fnuz_is_nan)
+    module = _native.module()
+    assert module is not None, "traced only where native_enabled()"
+    kernel = kernel_for(module, source, target, mode)
+    return run_native(kernel, x, source, _native_cast_dtype(target), target)
+
+
+def _native_cast_dtype(target: TypeSpec) -> torch.dtype:
+    if _T(target.code) in OPAQUE_TO_INDUCTOR:
+        return torch.uint8
+    return TORCH_DTYPES[_T(target.code)]
+
+
+@_native_cast.register_fake
+def _native_cast_fake(
+    x: torch.Tensor,
+    source_code: int,
+    target_code: int,
+    saturate: bool,
+    round_mode: str,
+    profile: str,
+    inf_to_fnuz_is_nan: bool,
+) -> torch.Tensor:
+    return torch.empty_like(x, dtype=_native_cast_dtype(TYPES[_T(target_code)]))
