@@ -234,9 +234,8 @@ def loaded_adapters() -> list[Adapter]:
 
 def moves_strings(adapter: Adapter) -> bool:
     """Whether casts from and to STRING may move numbers between ``adapter``'s library and
-    NumPy, where strings live (R9).  The generic Array-API backend moves no data between
-    libraries (``moves_strings_through_numpy = False``), so STRING is refused there (R10)."""
-    return bool(getattr(adapter, "moves_strings_through_numpy", True))
+    NumPy, where strings live (R9): :attr:`Adapter.moves_strings_through_numpy`."""
+    return adapter.moves_strings_through_numpy
 
 
 def onnx_type_of_dtype(dtype: Any) -> OnnxType | None:

@@ -53,6 +53,10 @@ class Adapter(ABC):
     #: plain-value mode key: see :mod:`castlike._float8` (``plans(...)`` of the measured
     #: :class:`~castlike._float8.NativeSpecials`).  Empty: the engine uses the class table.
     native_float8_plans: ClassVar[Mapping[PlanKey, Float8Plan | None]] = {}
+    #: Whether casts from and to STRING may move numbers between the library and NumPy, where
+    #: strings live (R9).  False refuses STRING on the backend (R10): the generic Array-API
+    #: backend moves no data between libraries.
+    moves_strings_through_numpy: ClassVar[bool] = True
 
     # -- types -----------------------------------------------------------------------------
     @abstractmethod

@@ -28,8 +28,10 @@ _QUAD = _U64(10000)
 def _digit_quads() -> np.ndarray:
     """ASCII of 0000 ... 9999 as little-endian uint32 (first character in the low byte)."""
     i = np.arange(10000, dtype=np.uint32)
-    digits = [(i // 10**p) % 10 for p in (3, 2, 1, 0)]  # first character first
-    return sum((d + ord("0")) << (8 * k) for k, d in enumerate(digits)).astype("<u4")
+    quads = np.zeros(i.shape, dtype="<u4")
+    for k, power in enumerate((1000, 100, 10, 1)):  # the first character in the lowest byte
+        quads |= ((i // power) % 10 + ord("0")) << (8 * k)
+    return quads
 
 
 def _x_range(width: int) -> tuple[int, int]:
