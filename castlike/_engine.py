@@ -44,7 +44,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from . import _exact
-from ._float8 import plan_for
 from .spec.rules import ROUNDED_VIA_FLOAT_TARGETS, WIDE_SOURCES, Mode
 from .spec.tables import FLOAT32_CLASS_BITS, pattern_table
 from .spec.types import Kind, OnnxType, Special, TypeSpec, spec_of
@@ -165,7 +164,12 @@ class Engine:
         """float8, float4, float6 and FLOAT8E8M0 targets: FLOAT bits, then the library's float8
         conversion with its specials repaired where the adapter declares one, else the class
         table."""
-        plan = plan_for(self.a.native_float8_plans, target, mode)
+        plans = self.a.native_float8_plans
+        if not plans:  # the usual case; _float8 then need not load (a first cast's import time)
+            return self.by_class_table(x, source, target, mode, odd)
+        from ._float8 import plan_for
+
+        plan = plan_for(plans, target, mode)
         if plan is not None:
             value = x if source.code == _T.FLOAT else self.float32_value(x, source, odd=odd)
             return self.float8_natively(value, target, plan)

@@ -21,7 +21,6 @@ from .._tables import (
     float32_class_table,
     pattern_table,
 )
-from ..spec.reference import Exact, cast_value
 from ..spec.rules import Mode
 from ..spec.types import Kind, OnnxType, TypeSpec
 
@@ -50,6 +49,8 @@ def _storage(t: TypeSpec) -> str:
 
 def _nan_result(source: TypeSpec, target: TypeSpec, mode: Mode) -> int:
     """What a NaN of ``source`` becomes in ``target``, by the oracle."""
+    from ..spec.reference import Exact, cast_value  # loaded only for the casts that need it
+
     return cast_value(Exact.nan(), source, target, mode)
 
 
