@@ -184,6 +184,12 @@ def _double_to_float_odd(bits64: np.ndarray) -> np.ndarray:
     return code.astype(np.uint32) | negative
 
 
+#: Patterns the rules run on at a time: their int64 temporaries then stay in the CPU caches and
+#: are reused by the allocator, where fresh pages for whole-table temporaries made a first
+#: 2**16-entry table about a quarter slower.
+_PATTERNS_PER_PASS = 1 << 14
+
+
 @lru_cache(maxsize=512)
 def pattern_table(source: TypeSpec, target: TypeSpec, mode: Mode) -> np.ndarray:
     """Result bits for every bit pattern of ``source`` (at most 16 bits) cast to ``target``.
@@ -200,7 +206,10 @@ def pattern_table(source: TypeSpec, target: TypeSpec, mode: Mode) -> np.ndarray:
     if source.code in (_T.FLOAT16, _T.BFLOAT16) and _has_class_table(target):
         return _read_only(_by_float_class(source, target, mode))
     patterns = np.arange(1 << source.bits, dtype=np.int64)
-    bits = cast_patterns(patterns, source, target, mode)
+    parts = range(0, patterns.size, _PATTERNS_PER_PASS)
+    bits = np.concatenate(
+        [cast_patterns(patterns[i : i + _PATTERNS_PER_PASS], source, target, mode) for i in parts]
+    )
     if _keeps_nan_payload(source, target, mode):
         bits = _nan_keeping_payload(patterns, bits, source, target)
     return _read_only(bits.astype(np.dtype(f"uint{target.storage_bits}")))
