@@ -152,7 +152,7 @@ def _bits_of(tensor: Any, t: TypeSpec, count: int) -> np.ndarray:
         return _unpack((values & np.uint64(0xFF)).astype(np.uint8), t, count)
     if code in _INT32_FIELD_TYPES:
         return (values & np.uint64((1 << t.storage_bits) - 1)).astype(storage)
-    raise CastValueError(f"cannot read a {t.name} tensor without raw_data")  # pragma: no cover
+    raise CastValueError(f"cannot read {t.name} tensors without raw_data")  # pragma: no cover
 
 
 def _resolve_xp(xp: Any) -> Adapter:
@@ -382,7 +382,7 @@ def as_declared(array: np.ndarray, declared: int) -> np.ndarray:
     if t.code == want.code or want.code == _T.STRING:
         return array
     if t.storage_bits != want.storage_bits or not want.is_numeric:
-        raise CastTypeError(f"a {t.name} tensor where the model declares {want.name}")
+        raise CastTypeError(f"a tensor of {t.name} where the model declares {want.name}")
     return NUMPY.from_bits(NUMPY.bits(array, t), want)
 
 

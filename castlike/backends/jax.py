@@ -163,8 +163,8 @@ class JaxAdapter(Adapter):
         if code in X64_TYPES:
             narrow = {_T.DOUBLE: "FLOAT", _T.INT64: "INT32", _T.UINT64: "UINT32"}[code]
             return (
-                f"JAX holds 64-bit types only with jax_enable_x64 on (now off, so a {t.name} "
-                "result would silently be 32-bit): set the environment variable "
+                f"JAX holds 64-bit types only with jax_enable_x64 on (now off, so {t.name} "
+                "results would silently be 32-bit): set the environment variable "
                 "JAX_ENABLE_X64=1, or call jax.config.update('jax_enable_x64', True) before "
                 f"creating arrays; or cast to {narrow} instead"
             )
