@@ -1,7 +1,7 @@
 """Which native kernel casts a (source, target, mode), with which tables and constants.
 
 This is where the native path meets the spec: every table is one of the spec's lookup tables
-(:mod:`castlike._tables`) and every constant a kernel needs (saturation bounds, what NaN
+(:mod:`castlike.spec.tables`) and every constant a kernel needs (saturation bounds, what NaN
 becomes, masks) is computed here from the types of :mod:`castlike.spec` and its oracle, so
 that the C++ kernels restate no rule.  :func:`kernel_for` returns None for the few casts the
 kernels do not cover (listed in docs/performance.rst); the pure engine casts those.
@@ -14,14 +14,14 @@ from types import ModuleType
 from typing import Any
 
 from .._engine import Engine, saturation_bounds
-from .._tables import (
+from ..spec.rules import Mode
+from ..spec.tables import (
     DOUBLE_CLASS_BITS,
     FLOAT32_CLASS_BITS,
     double_class_table,
     float32_class_table,
     pattern_table,
 )
-from ..spec.rules import Mode
 from ..spec.types import Kind, OnnxType, TypeSpec
 
 __all__ = ["clear_caches", "covers", "kernel_for", "route"]

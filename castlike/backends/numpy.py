@@ -10,7 +10,7 @@ import numpy as np
 from .. import _native
 from .._engine import Engine
 from .._native.routes import kernel_for
-from .._tables import DOUBLE_CLASS_BITS, double_class_table
+from ..spec.tables import DOUBLE_CLASS_BITS, double_class_table
 from ..spec.types import TYPES, OnnxType, TypeSpec
 from ._base import Adapter
 
@@ -192,7 +192,7 @@ class NumpyEngine(Engine):
         self, x: Any, source: TypeSpec, target: TypeSpec, mode: Any, odd: bool
     ) -> Any:
         if source.code == _T.DOUBLE and odd:
-            # One gather from the DOUBLE class table (see castlike._tables).
+            # One gather from the DOUBLE class table (see castlike.spec.tables).
             bits = x.view(np.uint64)
             index = (bits >> np.uint64(DOUBLE_CLASS_BITS)) << np.uint64(1)
             index |= (bits & np.uint64((1 << DOUBLE_CLASS_BITS) - 1)) != 0
