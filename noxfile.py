@@ -22,6 +22,7 @@ nox.options.sessions = [
     "conformance",
     "docs",
     "fuzz",
+    "oldest",
 ]
 
 PYTHON = "3.11"
@@ -94,6 +95,58 @@ def tests(session: nox.Session, backend: str) -> None:
         checks = ["tests/test_exhaustive.py", "tests/test_curated.py", "tests/test_native.py"]
         session.run("pytest", "-q", *checks, env={**env, "CASTLIKE_CPU": "baseline"})
         session.run("pytest", "-q", *checks[:2], env={**env, "CASTLIKE_NATIVE": "0"})
+
+
+def lowest_pins(extras: tuple[str, ...]) -> list[str]:
+    """``name==lowest`` for castlike's dependencies and those of ``extras``: the lower bound
+    each requirement of pyproject.toml allows (its one source of truth)."""
+    import re
+
+    import tomllib
+
+    project = tomllib.loads((Path(__file__).parent / "pyproject.toml").read_text())["project"]
+    requirements = list(project["dependencies"])
+    for extra in extras:
+        requirements += project["optional-dependencies"][extra]
+    pins = []
+    for requirement in requirements:
+        match = re.fullmatch(r"([A-Za-z0-9_.-]+)(?:\[[^]]*\])?>=([0-9][^,; ]*)", requirement)
+        if match is None:
+            raise ValueError(f"pyproject.toml: {requirement!r} has no plain lower bound")
+        pins.append(f"{match[1]}=={match[2]}")
+    return pins
+
+
+@nox.session(python=PYTHON)
+def oldest(session: nox.Session) -> None:
+    """The lowest releases pyproject.toml allows of castlike's dependencies (NumPy, ml_dtypes,
+    array-api-compat, rich) and of the onnx extra (onnx, onnxruntime): the NumPy tests and the
+    ONNX conformance command there.  Every other session installs the newest releases."""
+    pins = lowest_pins(("onnx",))
+    session.install(*CONSTRAINTS, *pins, "-e", ".[test,onnx,cli]", env=STRICT_BUILD)
+    session.run("python", "-c", VERSIONS)
+    env = {"CASTLIKE_TEST_BACKENDS": "numpy"}
+    session.run("pytest", "-q", *session.posargs, env=env)
+    if not session.posargs:
+        versions = [arg for v in ("1.14.1", "1.16.2", "1.18.0") for arg in ("--onnx-version", v)]
+        session.run(
+            "castlike",
+            "conformance",
+            "--backend",
+            "numpy",
+            *versions,
+            "--quiet",
+            "--json",
+            "reports/conformance-oldest.json",
+        )
+
+
+#: Prints the versions a session tests against (the reports say which produced the data).
+VERSIONS = (
+    "from importlib.metadata import version as v; "
+    "print(', '.join(f'{p} {v(p)}' for p in "
+    "('numpy', 'ml_dtypes', 'array-api-compat', 'rich', 'onnx', 'onnxruntime')))"
+)
 
 
 @nox.session(python=PYTHON)

@@ -44,7 +44,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from . import _exact
-from .spec.rules import ROUNDED_VIA_FLOAT_TARGETS, WIDE_SOURCES, Mode
+from .spec.rules import ROUNDED_VIA_FLOAT_TARGETS, WIDE_SOURCES, Mode, float_to_int_zeroes
 from .spec.tables import FLOAT32_CLASS_BITS, pattern_table
 from .spec.types import Kind, OnnxType, Special, TypeSpec, spec_of
 
@@ -114,8 +114,9 @@ class Engine:
             return False
         if target.is_sub_byte and rules.sub_byte_range != "wrap":
             return False
-        via_float = source.code in WIDE_SOURCES and _T(target.code) in ROUNDED_VIA_FLOAT_TARGETS
-        return not (via_float and rules.wide_sources_via_float)
+        if float_to_int_zeroes(source, target, mode) != "none":
+            return False
+        return self.rounds_to_odd(source, target, mode)  # no rounding through FLOAT first
 
     def by_pattern_table(self, x: Any, source: TypeSpec, target: TypeSpec, mode: Mode) -> Any:
         """One gather from the table of every source pattern, or the library's own conversion
@@ -185,8 +186,13 @@ class Engine:
         # stays beyond it (those beyond FLOAT's range become FLOAT's max), so no special case.
         bits32 = self.float32_bits(x, source, odd=odd)
         out = self.a.take(self.class_table(target, mode, x), self.float32_class_index(bits32))
-        if t is _T.FLOAT8E8M0 and not odd and source.code != _T.FLOAT:
-            # R6 [castlike]: x < 0 -> NaN in every profile, even when x rounded to -0.0 in FLOAT.
+        if (
+            t is _T.FLOAT8E8M0
+            and not odd
+            and source.code != _T.FLOAT
+            and mode.profile.rules.e8m0_negative == "nan"
+        ):
+            # R6 [castlike]: x < 0 -> NaN, even when x rounded to -0.0 in FLOAT.
             out = self.a.where(self.is_negative(x, source), 0xFF, out)
         return self.a.from_bits(out, target)
 
@@ -240,12 +246,14 @@ class Engine:
 
     @staticmethod
     def rounds_to_odd(source: TypeSpec, target: TypeSpec, mode: Mode) -> bool:
-        """False where the profile rounds a wide source to nearest FLOAT first (R12)."""
-        return not (
-            mode.profile.rules.wide_sources_via_float
-            and source.code in WIDE_SOURCES
-            and _T(target.code) in ROUNDED_VIA_FLOAT_TARGETS
-        )
+        """False where the profile rounds a wide source to nearest FLOAT first (R12): through
+        ml_dtypes before 0.7, and into FLOAT8E8M0 wherever the onnx helper converts."""
+        if source.code not in WIDE_SOURCES:
+            return True
+        rules = mode.profile.rules
+        if target.code == _T.FLOAT8E8M0 and rules.e8m0_by_onnx_helper:
+            return False
+        return not (rules.wide_sources_via_float and _T(target.code) in ROUNDED_VIA_FLOAT_TARGETS)
 
     # -- integers ----------------------------------------------------------------------------
     def float_to_integer(self, x: Any, source: TypeSpec, target: TypeSpec, mode: Mode) -> Any:
@@ -266,6 +274,16 @@ class Engine:
             whole = a.where(whole != whole, 0.0, whole)
             wide_int = _T.INT64 if bound > 2.0**31 else _T.INT32
             low = a.astype(whole, spec_of(wide_int)) & ((1 << target.bits) - 1)
+            zeroes = float_to_int_zeroes(source, target, mode)
+            if zeroes != "none":
+                # R12 reference: what the profile's ml_dtypes turns into 0.  NaN fails every
+                # comparison, so it is zeroed too; the bounds are exact in FLOAT and DOUBLE.
+                if zeroes == "beyond_range":
+                    lo, hi = float(target.int_min - 1), float(target.int_max + 1)
+                    keep = (x > lo) & (x < hi)
+                else:  # beyond INT32, judged on x itself
+                    keep = (x >= -(2.0**31)) & (x <= 2.0**31 - 1)
+                low = a.where(keep, low, 0)
             return a.from_bits(a.narrow(low, 8), target)
         # Saturating truncation.  NaN -> 0 first: a clip keeps NaN, and a library's conversion
         # of NaN (or of any out-of-range value) differs by device.  The clip takes the

@@ -159,7 +159,9 @@ def _holds_strings(x: Any) -> bool:
 
 def _is_complex_dtype(obj: Any) -> bool:
     try:
-        return np.dtype(obj).kind == "c"
+        dt = np.dtype(obj)
+        # ml_dtypes' bcomplex32 has kind "V" (its complex32 kind "c" since 0.7).
+        return dt.kind == "c" or "complex" in dt.name
     except Exception:  # np.dtype() raises many kinds of errors for things that are no dtype
         try:
             return "complex" in str(obj)

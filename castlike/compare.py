@@ -271,11 +271,16 @@ class _Library:
     takes_options: bool = False
     #: Part of the default selection (torch.compile costs a compilation per pair).
     default: bool = True
+    #: Other distributions whose release changes the results (onnx.reference casts through
+    #: ml_dtypes, whose conversions changed in 0.7): their versions are reported too.
+    also: tuple[str, ...] = ()
 
 
 #: The conversions :func:`compare` knows, by name.
 LIBRARIES: dict[str, _Library] = {
-    "numpy": _Library("ml_dtypes", "ml_dtypes", "ml_dtypes astype", _numpy_run, _numpy_repro),
+    "numpy": _Library(
+        "ml_dtypes", "ml_dtypes", "ml_dtypes astype", _numpy_run, _numpy_repro, also=("numpy",)
+    ),
     "torch": _Library("torch", "torch", "torch .to (eager)", _torch_run, _torch_repro),
     "torch.compile": _Library(
         "torch",
@@ -291,7 +296,13 @@ LIBRARIES: dict[str, _Library] = {
         "onnxruntime", "onnxruntime", "onnxruntime Cast", _ort_run, _ort_repro, True
     ),
     "onnx.reference": _Library(
-        "onnx.reference", "onnx", "onnx.reference Cast", _reference_run, _reference_repro, True
+        "onnx.reference",
+        "onnx",
+        "onnx.reference Cast",
+        _reference_run,
+        _reference_repro,
+        True,
+        also=("ml_dtypes", "numpy"),
     ),
 }
 
@@ -495,8 +506,11 @@ def compare(
     targets = list(targets or numeric_types())
     report = CompareReport(
         {
-            n: f"{LIBRARIES[n].what} ({LIBRARIES[n].distribution} "
-            f"{_version(LIBRARIES[n].distribution)})"
+            n: f"{LIBRARIES[n].what} ("
+            + ", ".join(
+                f"{d} {_version(d)}" for d in (LIBRARIES[n].distribution, *LIBRARIES[n].also)
+            )
+            + ")"
             for n in names
         },
         {},

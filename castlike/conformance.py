@@ -33,7 +33,8 @@ from .backends.numpy import ADAPTER as NUMPY
 from .backends.numpy import is_string_dtype
 from .errors import BackendTypeError
 from .spec.opsets import Op, version_for
-from .spec.rules import Mode, Profile, ProfileRules, RoundMode, _relevant_knobs
+from .spec.profiles import installed_ml_dtypes, resolve_profile
+from .spec.rules import Mode, Profile, ProfileRules, RoundMode, _relevant_knobs, knob_effect
 from .spec.types import TYPES, OnnxType, TypeSpec
 from .testing import compare_bits, to_host
 
@@ -94,6 +95,9 @@ class CaseSet:
     origin: str
     profile: Profile
     cases: tuple[ConformanceCase, ...]
+    #: What produced the expected outputs: the onnx (and ml_dtypes) that generated them here,
+    #: or where they were stored.
+    expected_by: str = ""
 
 
 @dataclass(frozen=True)
@@ -210,7 +214,12 @@ class Report:
         return {
             "backends": self.backends,
             "sources": [
-                {"origin": s.origin, "profile": s.profile.value, "cases": len(s.cases)}
+                {
+                    "origin": s.origin,
+                    "profile": s.profile.value,
+                    "cases": len(s.cases),
+                    "expected_by": s.expected_by,
+                }
                 for s in self.sources
             ],
             "summary": self.counts(),
@@ -229,25 +238,39 @@ def _version_tuple(version: str) -> tuple[int, ...]:
     return tuple(int(p) for p in parts)
 
 
-def profile_for_onnx_version(version: str) -> Profile:
+def profile_for_onnx_version(version: str, *, generated_here: bool = False) -> Profile:
     """The profile an onnx release's node-test data encode (R12).
 
-    ``reference`` for onnx >= 1.19 (ml_dtypes-based ``onnx.reference``), ``legacy`` for
-    onnx <= 1.18 (BFLOAT16 by truncation, and the other rules of that era).
+    ``legacy`` for onnx <= 1.18 (BFLOAT16 by truncation, and the other rules of that era).
+    For onnx >= 1.19, whose ``onnx.reference`` casts through ml_dtypes, a ``reference``
+    family: that of the installed onnx and ml_dtypes where the expected outputs were
+    ``generated_here`` (the installed onnx's generators ran in this process), else that of
+    onnx ``version`` with ml_dtypes 0.5-0.6, the releases current when onnx stored node-test
+    files in its wheels.
     """
-    return Profile.REFERENCE if _version_tuple(version) >= REFERENCE_SINCE else Profile.LEGACY
+    if _version_tuple(version) < REFERENCE_SINCE:
+        return Profile.LEGACY
+    if generated_here:
+        return resolve_profile("reference")
+    major, minor = _version_tuple(version)[:2]
+    return resolve_profile(f"reference:onnx-{major}.{minor}:ml_dtypes-{_STORED_DATA_ML_DTYPES}")
+
+
+#: The ml_dtypes family of the node-test files stored in onnx >= 1.19 wheels.
+_STORED_DATA_ML_DTYPES = "0.5"
 
 
 def profile_for_model(model: Any) -> Profile:
     """A best guess of the profile for node-test data of unknown origin (``--data DIR``).
 
     The default-domain opset a test model declares is that of the onnx release which wrote it
-    (the node tests use the newest opset): 23 or less means onnx <= 1.18, hence ``legacy``.
+    (the node tests use the newest opset): 23 or less means onnx <= 1.18, hence ``legacy``;
+    newer data is taken to come from the ml_dtypes installed here (``reference``).
     """
     opset = max(
         (int(i.version) for i in model.opset_import if i.domain in ("", "ai.onnx")), default=0
     )
-    return Profile.LEGACY if opset <= LEGACY_MAX_OPSET else Profile.REFERENCE
+    return Profile.LEGACY if opset <= LEGACY_MAX_OPSET else resolve_profile("reference")
 
 
 def _node_dirs(root: Path) -> list[Path]:
@@ -294,9 +317,11 @@ def collect_cases(
     sets: list[CaseSet] = []
     if installed:
         origin = f"onnx {onnx.__version__}"
-        profile = profile_for_onnx_version(onnx.__version__)
+        profile = profile_for_onnx_version(onnx.__version__, generated_here=True)
         cases = tuple(ConformanceCase(c.name, origin, profile, c) for c in installed_cases())
-        sets.append(CaseSet(origin, profile, cases))
+        ml = installed_ml_dtypes() or "(not installed)"
+        by = f"generated here by onnx {onnx.__version__}'s test generators, ml_dtypes {ml}"
+        sets.append(CaseSet(origin, profile, cases, by))
     for version in onnx_versions:
         origin = f"onnx {version} wheel"
         profile = profile_for_onnx_version(version)
@@ -304,7 +329,7 @@ def collect_cases(
         cases = tuple(
             ConformanceCase(d.name, origin, profile, load_node_dir(d, origin)) for d in dirs
         )
-        sets.append(CaseSet(origin, profile, cases))
+        sets.append(CaseSet(origin, profile, cases, f"stored in the onnx {version} wheel"))
     for root in data:
         origin = f"data {root}"
         loaded = [load_node_dir(d, origin) for d in _node_dirs(Path(root))]
@@ -313,7 +338,7 @@ def collect_cases(
             profile = data_profile or profile_for_model(c.model)
             by_profile.setdefault(profile, []).append(ConformanceCase(c.name, origin, profile, c))
         for profile, items in by_profile.items():
-            sets.append(CaseSet(origin, profile, tuple(items)))
+            sets.append(CaseSet(origin, profile, tuple(items), f"stored in {root}"))
     return sets
 
 
@@ -362,11 +387,12 @@ def differing_rules(
     """The R12 rules (``ProfileRules`` fields) in which ``profile`` and ``spec`` differ and
     which can change a ``source`` -> ``target`` cast under ``mode``."""
     relevant = _relevant_knobs(source, target, mode)
-    spec, other = Profile.SPEC.rules, profile.rules
     return tuple(
         f.name
         for f in fields(ProfileRules)
-        if f.name in relevant and getattr(spec, f.name) != getattr(other, f.name)
+        if f.name in relevant
+        and knob_effect(Profile.SPEC, f.name, source, target)
+        != knob_effect(profile, f.name, source, target)
     )
 
 

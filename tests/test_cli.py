@@ -51,7 +51,13 @@ def test_cast_from_bits_and_types(capsys) -> None:
     status, out, _ = run(capsys, "cast", "3", "--to", "FLOAT8E8M0", "--round-mode", "down")
     assert result_bits(out) == ["0x80"]
     status, out, _ = run(
-        capsys, "cast", "1.0625000000000009", "--to", "FLOAT8E4M3FN", "--profile", "reference"
+        capsys,
+        "cast",
+        "1.0625000000000009",
+        "--to",
+        "FLOAT8E4M3FN",
+        "--profile",
+        "reference:ml_dtypes-0.6",
     )
     assert result_bits(out) == ["0x38"]
 
@@ -263,7 +269,7 @@ def test_conformance_summary_says_spec_differences_are_inside_pass() -> None:
     from castlike.spec.rules import Profile
 
     def outcome(name: str, status: Status, spec_count: int) -> Outcome:
-        case = ConformanceCase(name, "onnx 1.23.2", Profile.REFERENCE, None)
+        case = ConformanceCase(name, "onnx 1.23.2", Profile.REFERENCE_ML_DTYPES_0_7, None)
         return Outcome(case, "numpy", status, spec_run=Comparison(count=spec_count))
 
     report = Report(
@@ -277,7 +283,7 @@ def test_conformance_summary_says_spec_differences_are_inside_pass() -> None:
     )
     headers, rows, legend = summary_rows(report)
     assert headers == ["data (profile)", "backend", "pass", "of which spec≠", "FAIL", "n/r"]
-    assert rows == [["onnx 1.23.2 (reference)", "numpy", "2", "1", "0", "1"]]
+    assert rows == [["onnx 1.23.2 (reference:ml_dtypes-0.7)", "numpy", "2", "1", "0", "1"]]
     assert any("of which spec≠: passing cases" in line for line in legend)
     # "pending" appears only when a case is pending, and is then explained.
     report.outcomes.append(outcome("d", Status.PENDING, 0))

@@ -18,6 +18,7 @@ import castlike
 from castlike.backends.numpy import ADAPTER as NUMPY
 from castlike.cli import main
 from castlike.compare import CAUSES, LIBRARIES, available_libraries, compare
+from castlike.spec.profiles import resolve_profile
 from castlike.spec.types import spec_of
 
 E4M3, F4, E5M2, F16, INT4 = (
@@ -58,9 +59,15 @@ def test_ml_dtypes_float4_nan_is_a_nan_encoding_difference() -> None:
 
 
 def test_double_rounding_through_float_is_named() -> None:
+    """ml_dtypes before 0.7 rounds DOUBLE through FLOAT, which compare names; 0.7 rounds once,
+    as castlike does, and compare then finds no such difference (the oldest session runs the
+    first half, the default sessions the second)."""
     double = spec_of("DOUBLE")
     report = compare(["numpy"], sources=[double], targets=[E4M3])
     causes = {d.cause for d in report.differences}
+    if not resolve_profile("reference").rules.wide_sources_via_float:
+        assert "double rounding" not in causes
+        return
     assert "double rounding" in causes
     d = next(d for d in report.differences if d.cause == "double rounding")
     bits_in = int(d.example.input.split()[1], 16)

@@ -14,6 +14,7 @@ import pytest
 from castlike.backends import adapter_named, moves_strings
 from castlike.cli import main
 from castlike.parity import CellStatus, checks_for, input_keys, run_parity
+from castlike.spec.rules import Profile
 from castlike.spec.types import TYPES, OnnxType, TypeSpec
 from castlike.testing import inputs_for
 
@@ -27,8 +28,9 @@ TARGETS = [TYPES[_T.FLOAT8E5M2FNUZ], TYPES[_T.UINT2], TYPES[_T.BFLOAT16], TYPES[
 def test_checks_cover_every_mode_and_the_old_fnuz_rule() -> None:
     fnuz = checks_for(TYPES[_T.FLOAT], TYPES[_T.FLOAT8E4M3FNUZ])
     plain = checks_for(TYPES[_T.FLOAT], TYPES[_T.FLOAT8E4M3FN])
-    assert len(plain) == 18  # 3 profiles x saturate on/off x 3 round modes
-    assert len(fnuz) == 21
+    profiles = len(Profile)  # spec, the reference families, legacy
+    assert len(plain) == profiles * 2 * 3  # x saturate on/off x 3 round modes
+    assert len(fnuz) == len(plain) + profiles  # + Cast-23 with saturate on, every profile
     assert {c.opset for c in fnuz} == {None, 23}
     # Cast-23 has no INT2: no opset-23 checks for it.
     assert {c.opset for c in checks_for(TYPES[_T.INT2], TYPES[_T.FLOAT8E4M3FNUZ])} == {None}
@@ -222,10 +224,13 @@ def _installed(*names: str) -> Any:
 @needs_onnx
 def test_conformance_on_a_subset(backend: str) -> None:
     from castlike.conformance import Status, run_conformance
-    from castlike.spec.rules import Profile
+    from castlike.spec.profiles import resolve_profile
 
     subset = _installed("test_cast_FLOAT_to_FLOAT4E2M1", "test_castlike_FLOAT16_to_INT4_expanded")
-    assert subset.profile is Profile.REFERENCE  # onnx >= 1.19 data
+    # Generated here: the family of the installed ml_dtypes.
+    assert subset.profile is resolve_profile("reference")
+    # ml_dtypes 0.7 zeroes floats beyond INT4's range, where the spec keeps their low bits.
+    zeroes = subset.profile.rules.ml_dtypes_float_to_int == "zero_beyond_range"
     report = run_conformance([subset], [backend])
     for o in report.outcomes:
         holds = all(
@@ -240,6 +245,8 @@ def test_conformance_on_a_subset(backend: str) -> None:
             assert [vars(d) for d in o.spec_run.diffs] == [
                 {"index": 8, "input": "0x7FC00000", "expected": "0x8", "actual": "0x7"}
             ]
+        elif holds and zeroes:
+            assert o.spec_differs and "ml_dtypes_float_to_int" in o.spec_rules
         elif holds:
             assert not o.spec_differs
 
@@ -265,6 +272,7 @@ def test_conformance_catches_one_flipped_bit(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     from castlike.conformance import Status, run_conformance
+    from castlike.spec.profiles import resolve_profile
 
     backend, source, target = broken_backend
     broken_case = f"test_cast_{source.name}_to_{target.name}"
@@ -290,14 +298,15 @@ def test_conformance_catches_one_flipped_bit(
     assert f"input {diff.input} -> expected {diff.expected}, actual {diff.actual}" in out
     data = json.loads((tmp_path / "c.json").read_text())
     assert data["failures"] == 1
-    assert data["outcomes"][0]["profile"] == "reference"  # opset 28 data: onnx >= 1.19
+    # Data of a newer opset than onnx 1.18's: the reference family installed here.
+    assert data["outcomes"][0]["profile"] == resolve_profile("reference").value
 
 
 @needs_onnx
 def test_conformance_command_passes(
     backend: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    cases = _installed("test_cast_FLOAT16_to_FLOAT4E2M1", "test_castlike_UINT2_to_FLOAT_expanded")
+    cases = _installed("test_cast_FLOAT16_to_FLOAT4E2M1", "test_castlike_INT4_to_FLOAT_expanded")
     for c in cases.cases:
         _write_node_dir(c.node_case, tmp_path)
     args = ["conformance", "--no-installed", "--data", str(tmp_path)]
@@ -324,13 +333,18 @@ def test_conformance_command_rejects_bad_input(
 @needs_onnx
 def test_profile_for_version() -> None:
     from castlike.conformance import profile_for_onnx_version
+    from castlike.spec.profiles import resolve_profile
     from castlike.spec.rules import Profile
 
     assert profile_for_onnx_version("1.14.1") is Profile.LEGACY
     assert profile_for_onnx_version("1.18.0") is Profile.LEGACY
-    assert profile_for_onnx_version("1.19.0") is Profile.REFERENCE
-    assert profile_for_onnx_version("1.23.2") is Profile.REFERENCE
-    assert profile_for_onnx_version("2.0.0rc1") is Profile.REFERENCE
+    # Files stored in wheels: the ml_dtypes of their day; generated here: the installed one.
+    assert profile_for_onnx_version("1.19.0") is Profile.REFERENCE_ONNX_1_19_ML_DTYPES_0_5
+    assert profile_for_onnx_version("1.23.2") is Profile.REFERENCE_ML_DTYPES_0_5
+    installed = resolve_profile("reference")
+    assert profile_for_onnx_version("1.23.2", generated_here=True) is installed
+    assert profile_for_onnx_version("2.0.0rc1", generated_here=True) is installed
+    assert profile_for_onnx_version("1.18.0", generated_here=True) is Profile.LEGACY
 
 
 # -- the data of older onnx wheels (legacy profile) -------------------------------------------

@@ -32,7 +32,9 @@ from castlike.testing import numeric_types
 SD = np.dtypes.StringDType()
 FLOATS = [t for t in numeric_types() if t.is_float]
 SMALL = [t for t in numeric_types() if t.bits <= 16]
-SPEC, REFERENCE, LEGACY = (Mode(profile=p) for p in Profile)
+SPEC, REFERENCE, LEGACY = (
+    Mode(profile=p) for p in (Profile.SPEC, Profile.REFERENCE_ML_DTYPES_0_7, Profile.LEGACY)
+)
 PROPERTY = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -865,6 +867,12 @@ def test_profile_format_differences(
 ) -> None:
     x = np.array([value], dtype=dtype)
     assert castlike.cast(x, "STRING").tolist() == [spec_text]
+    if x.dtype in (np.float16, np.float32, np.float64):
+        # The reference text is the installed NumPy's; the examples are NumPy >= 2.3's (before,
+        # FLOAT16 and FLOAT switched to scientific notation at 1e16 as DOUBLE does).
+        numpy_text = x.astype(str).tolist()
+        assert numpy_text == [reference_text] or np.lib.NumpyVersion(np.__version__) < "2.3.0"
+        reference_text = numpy_text[0]
     for profile in ("reference", "legacy"):
         assert castlike.cast(x, "STRING", profile=profile).tolist() == [reference_text]
 

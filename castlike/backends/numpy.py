@@ -1,10 +1,17 @@
-"""NumPy backend: numpy dtypes plus ml_dtypes for the exotic ONNX types."""
+"""NumPy backend: numpy dtypes plus ml_dtypes for the exotic ONNX types.
+
+ml_dtypes is imported only when a cast involves one of its types: importing it costs hundreds of
+milliseconds (0.7), far more than a first cast, and a dtype of ml_dtypes cannot reach castlike
+before ml_dtypes has been imported by someone.
+"""
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Iterator, Mapping
+from functools import cache
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 
 from .. import _native
@@ -18,8 +25,8 @@ __all__ = ["ADAPTER", "NUMPY_DTYPES", "NumpyAdapter", "NumpyEngine"]
 
 _T = OnnxType
 
-#: The NumPy/ml_dtypes dtype of every numeric ONNX type (STRING is handled by castlike.strings).
-NUMPY_DTYPES: dict[OnnxType, np.dtype[Any]] = {
+#: The ONNX types NumPy holds itself.
+_NUMPY_OWN: dict[OnnxType, np.dtype[Any]] = {
     _T.FLOAT: np.dtype(np.float32),
     _T.UINT8: np.dtype(np.uint8),
     _T.INT8: np.dtype(np.int8),
@@ -32,21 +39,69 @@ NUMPY_DTYPES: dict[OnnxType, np.dtype[Any]] = {
     _T.DOUBLE: np.dtype(np.float64),
     _T.UINT32: np.dtype(np.uint32),
     _T.UINT64: np.dtype(np.uint64),
-    _T.BFLOAT16: np.dtype(ml_dtypes.bfloat16),
-    _T.FLOAT8E4M3FN: np.dtype(ml_dtypes.float8_e4m3fn),
-    _T.FLOAT8E4M3FNUZ: np.dtype(ml_dtypes.float8_e4m3fnuz),
-    _T.FLOAT8E5M2: np.dtype(ml_dtypes.float8_e5m2),
-    _T.FLOAT8E5M2FNUZ: np.dtype(ml_dtypes.float8_e5m2fnuz),
-    _T.UINT4: np.dtype(ml_dtypes.uint4),
-    _T.INT4: np.dtype(ml_dtypes.int4),
-    _T.FLOAT4E2M1: np.dtype(ml_dtypes.float4_e2m1fn),
-    _T.FLOAT8E8M0: np.dtype(ml_dtypes.float8_e8m0fnu),
-    _T.UINT2: np.dtype(ml_dtypes.uint2),
-    _T.INT2: np.dtype(ml_dtypes.int2),
-    _T.FLOAT6E2M3: np.dtype(ml_dtypes.float6_e2m3fn),
-    _T.FLOAT6E3M2: np.dtype(ml_dtypes.float6_e3m2fn),
 }
-_BY_DTYPE = {dtype: t for t, dtype in NUMPY_DTYPES.items()}
+#: The ml_dtypes names of the others.
+_ML_DTYPES_NAMES: dict[OnnxType, str] = {
+    _T.BFLOAT16: "bfloat16",
+    _T.FLOAT8E4M3FN: "float8_e4m3fn",
+    _T.FLOAT8E4M3FNUZ: "float8_e4m3fnuz",
+    _T.FLOAT8E5M2: "float8_e5m2",
+    _T.FLOAT8E5M2FNUZ: "float8_e5m2fnuz",
+    _T.UINT4: "uint4",
+    _T.INT4: "int4",
+    _T.FLOAT4E2M1: "float4_e2m1fn",
+    _T.FLOAT8E8M0: "float8_e8m0fnu",
+    _T.UINT2: "uint2",
+    _T.INT2: "int2",
+    _T.FLOAT6E2M3: "float6_e2m3fn",
+    _T.FLOAT6E3M2: "float6_e3m2fn",
+}
+_BY_NUMPY_DTYPE = {dtype: t for t, dtype in _NUMPY_OWN.items()}
+
+
+@cache
+def _ml_dtypes_dtypes() -> dict[OnnxType, np.dtype[Any]]:
+    import ml_dtypes
+
+    return {t: np.dtype(getattr(ml_dtypes, name)) for t, name in _ML_DTYPES_NAMES.items()}
+
+
+@cache
+def _by_ml_dtype() -> dict[np.dtype[Any], OnnxType]:
+    return {dtype: t for t, dtype in _ml_dtypes_dtypes().items()}
+
+
+class _NumpyDtypes(Mapping[OnnxType, "np.dtype[Any]"]):
+    """The NumPy/ml_dtypes dtype of every numeric ONNX type, importing ml_dtypes on the first
+    lookup of one of its types (membership and the keys need no import)."""
+
+    _keys = tuple(sorted([*_NUMPY_OWN, *_ML_DTYPES_NAMES]))
+
+    def __getitem__(self, t: OnnxType) -> np.dtype[Any]:
+        own = _NUMPY_OWN.get(t)
+        return own if own is not None else _ml_dtypes_dtypes()[t]
+
+    def __contains__(self, t: object) -> bool:
+        return t in _NUMPY_OWN or t in _ML_DTYPES_NAMES
+
+    def __iter__(self) -> Iterator[OnnxType]:
+        return iter(self._keys)
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+
+#: The NumPy/ml_dtypes dtype of every numeric ONNX type (STRING is handled by castlike.strings).
+NUMPY_DTYPES: Mapping[OnnxType, np.dtype[Any]] = _NumpyDtypes()
+
+
+def _onnx_type_of_numpy_dtype(dt: np.dtype[Any]) -> OnnxType | None:
+    found = _BY_NUMPY_DTYPE.get(dt)
+    if found is None and "ml_dtypes" in sys.modules:  # only then can dt be one of its dtypes
+        found = _by_ml_dtype().get(dt)
+    return found
+
+
 _UINTS: dict[int, np.dtype[Any]] = {bits: np.dtype(f"uint{bits}") for bits in (8, 16, 32, 64)}
 
 _WIDE = (_T.FLOAT, _T.DOUBLE, _T.INT32, _T.UINT32, _T.INT64, _T.UINT64)
@@ -89,7 +144,7 @@ class NumpyAdapter(Adapter):
             dt = dt.newbyteorder("=")
         if is_string_dtype(dt):
             return _T.STRING
-        return _BY_DTYPE.get(dt)
+        return _onnx_type_of_numpy_dtype(dt)
 
     def uint(self, bits: int) -> np.dtype[Any]:
         return _UINTS[bits]
@@ -115,6 +170,11 @@ class NumpyAdapter(Adapter):
         return np.clip(x, low, high)
 
     def take(self, table: Any, index: Any) -> np.ndarray:
+        index = np.asarray(index)
+        if index.dtype == np.uint64:
+            # NumPy 2.0's take refuses uint64 indices (later releases cast them); a table's
+            # indices are far below 2**63, so the signed view is the same numbers, free.
+            index = index.view(np.int64)
         return np.take(table, index)
 
     def from_numpy(self, array: np.ndarray, like: Any = None) -> np.ndarray:
@@ -197,7 +257,7 @@ class NumpyEngine(Engine):
             index = (bits >> np.uint64(DOUBLE_CLASS_BITS)) << np.uint64(1)
             index |= (bits & np.uint64((1 << DOUBLE_CLASS_BITS) - 1)) != 0
             table = double_class_table(target, mode.effective_for(target))
-            return self.a.from_bits(np.take(table, index), target)
+            return self.a.from_bits(self.a.take(table, index), target)
         if source.is_integer and target.fmt.max_value < 2**24:
             # Every integer beyond +-2**24 is beyond the target's max, so clipping there keeps
             # the result, and the clipped integer is exact in FLOAT.

@@ -12,7 +12,7 @@ from ..errors import CastValueError
 from ..spec.opsets import Op
 from ..spec.plan import Plan, resolve
 from ..spec.reference import Exact, cast_value, floor_log2
-from ..spec.rules import SATURATE_TYPES, Mode, Profile, RoundMode
+from ..spec.rules import SATURATE_TYPES, Mode, RoundMode
 from ..spec.types import Kind, OnnxType, Special, TypeSpec, spec_of
 
 _DOUBLE = spec_of(OnnxType.DOUBLE)
@@ -114,8 +114,8 @@ def add_cast_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--profile",
         default="spec",
-        choices=[p.value for p in Profile],
-        help="spec (the operator text), reference (onnx.reference) or legacy (onnx <= 1.18)",
+        help="spec (the operator text), reference (onnx.reference with the installed ml_dtypes), "
+        "reference:ml_dtypes-X.Y (with ml_dtypes X.Y) or legacy (onnx <= 1.18)",
     )
 
 

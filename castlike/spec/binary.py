@@ -25,7 +25,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .rules import ROUNDED_VIA_FLOAT_TARGETS, WIDE_SOURCES, Action, Mode, RoundMode, overflow_rule
+from .rules import (
+    ROUNDED_VIA_FLOAT_TARGETS,
+    WIDE_SOURCES,
+    Action,
+    Mode,
+    RoundMode,
+    float_to_int_zeroes,
+    overflow_rule,
+)
 from .types import FloatFormat, Kind, OnnxType, Special, TypeSpec, spec_of
 
 if TYPE_CHECKING:
@@ -295,7 +303,7 @@ def _to_e8m0(values: BinaryValues, mode: Mode) -> np.ndarray:
     import numpy as np
 
     nan, lowest, highest = 0xFF, 0x00, 0xFE
-    if mode.profile.rules.e8m0 == "onnx_helper":
+    if mode.profile.rules.e8m0_by_onnx_helper:
         out = _onnx_e8m0_helper(values, mode)
     else:
         sig = np.maximum(values.significand, 1)
@@ -315,8 +323,11 @@ def _to_e8m0(values: BinaryValues, mode: Mode) -> np.ndarray:
         out = np.where(below, lowest if mode.saturate else nan, out)
         out = np.where(values.zero, lowest if mode.saturate else nan, out)
         out = np.where(values.inf, highest if mode.saturate else nan, out)
-    # x < 0 -> NaN in every profile (castlike's choice); -0 is 0.
+    # x < 0 -> NaN (castlike's choice), but where the profile's onnx helper reads the exponent
+    # field only (the helper works on magnitudes already); -0 is 0.
     negative = values.negative & ~values.zero
+    if mode.profile.rules.e8m0_by_onnx_helper and mode.profile.rules.e8m0_negative != "nan":
+        negative = np.zeros_like(negative)
     return np.where(values.nan | negative, nan, out)
 
 
@@ -331,7 +342,7 @@ def _onnx_e8m0_helper(values: BinaryValues, mode: Mode) -> np.ndarray:
         g, r, s = f_bits & 0x400000, f_bits & 0x200000, f_bits & 0x1FFFFF
         round_up = (g != 0) & ((r != 0) | (s != 0) | (exponent > 0))
     elif mode.round_mode is RoundMode.UP:
-        round_up = (f_bits & 0x7FFFFF) != 0
+        round_up = (f_bits & mode.profile.rules.e8m0_up_fraction_mask) != 0
     else:
         round_up = np.zeros(f_bits.shape, dtype=bool)
     if mode.saturate:
@@ -375,6 +386,21 @@ def _to_integer(values: BinaryValues, source: TypeSpec, target: TypeSpec, mode: 
     with np.errstate(over="ignore"):
         signed = np.where(values.negative, np.uint64(0) - magnitude, magnitude)
     out = signed & mask
+    zeroes = float_to_int_zeroes(source, target, mode)
+    if zeroes != "none":
+        # R12 reference: what the profile's ml_dtypes turns into 0 (after truncation, exact).
+        whole, huge = _integer_magnitude(values, "toward_zero")
+        if zeroes == "beyond_range":
+            limit_high, limit_low, keep = hi, -lo, values.finite
+        else:  # beyond INT32, judged on x itself: 2**31 - 0.5 is beyond, 2**31 - 1 is not
+            limit_high, limit_low = 2**31 - 1, 2**31
+            fraction = _has_fraction(values)
+            keep = values.finite & ~(~values.negative & (whole == limit_high) & fraction)
+            keep &= ~(values.negative & (whole == limit_low) & fraction)
+        beyond = huge | np.where(
+            values.negative, whole > np.uint64(limit_low), whole > np.uint64(limit_high)
+        )
+        return np.where(keep & ~beyond, out, np.uint64(0))
     if source.is_float:
         if target.is_sub_byte:
             return np.where(values.finite, out, np.uint64(0))  # NaN, Inf -> 0
@@ -382,6 +408,15 @@ def _to_integer(values: BinaryValues, source: TypeSpec, target: TypeSpec, mode: 
         out = np.where(values.inf, inf_bits, out)
         return np.where(values.nan, np.uint64(0), out)
     return out
+
+
+def _has_fraction(values: BinaryValues) -> np.ndarray:
+    """Whether each finite value is not an integer."""
+    import numpy as np
+
+    sig, e = values.significand, values.exponent
+    low = np.left_shift(np.int64(1), np.clip(-e, 0, 62)) - 1
+    return (e < 0) & ((sig & low) != 0) & (-e <= 62) | ((e < -62) & (sig != 0))
 
 
 def _integer_magnitude(values: BinaryValues, how: str) -> tuple[np.ndarray, np.ndarray]:

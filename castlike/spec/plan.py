@@ -12,6 +12,7 @@ from typing import Any
 
 from ..errors import CastValueError, DisallowedCastError, OpsetError
 from .opsets import LATEST_OPSET, OPS, Op, OpVersion, version_for
+from .profiles import resolve_profile
 from .rules import Mode, Profile, RoundMode
 from .types import OnnxType, TypeSpec
 
@@ -36,14 +37,9 @@ class Plan:
 
 
 def parse_profile(profile: str | Profile) -> Profile:
-    """The :class:`Profile` named ``profile``; a CastValueError lists the valid names."""
-    if isinstance(profile, Profile):
-        return profile
-    try:
-        return Profile(str(profile).lower())
-    except ValueError:
-        names = ", ".join(repr(p.value) for p in Profile)
-        raise CastValueError(f"unknown profile {profile!r}; expected one of {names}") from None
+    """The :class:`Profile` named ``profile`` (see :func:`castlike.spec.profiles.resolve_profile`:
+    ``"reference"`` follows the installed ml_dtypes); a CastValueError lists the valid names."""
+    return resolve_profile(profile)
 
 
 def parse_round_mode(round_mode: str | RoundMode) -> RoundMode:

@@ -23,6 +23,7 @@ from .rules import (
     Action,
     Mode,
     RoundMode,
+    float_to_int_zeroes,
     overflow_rule,
 )
 from .types import FloatFormat, Kind, OnnxType, Special, TypeSpec, spec_of
@@ -265,10 +266,14 @@ def _to_e8m0(value: Exact, target: TypeSpec, mode: Mode) -> _Result:
     nan, lowest, highest = 0xFF, 0x00, 0xFE
     if value.is_nan:
         return _Result(nan, "NaN -> NaN", None, value)
+    rules = mode.profile.rules
+    if rules.e8m0_by_onnx_helper:
+        # The helper reads the FLOAT exponent field only: -x gives x's result.
+        if value.negative and not value.is_zero and rules.e8m0_negative == "nan":
+            return _Result(nan, "R6 [castlike] x < 0 -> NaN", None, value)
+        return _onnx_e8m0_helper(value, mode)
     if value.negative and not value.is_zero:
         return _Result(nan, "R6 [castlike] x < 0 -> NaN", None, value)
-    if mode.profile.rules.e8m0 == "onnx_helper":
-        return _onnx_e8m0_helper(value, mode)
     if value.is_zero:
         if mode.saturate:
             return _Result(lowest, "R6 0 -> 2^-127 (saturate)", None, value)
@@ -304,7 +309,7 @@ def _onnx_e8m0_helper(value: Exact, mode: Mode) -> _Result:
         g, r, s = f_bits & 0x400000, f_bits & 0x200000, f_bits & 0x1FFFFF
         round_up = bool(g) and (bool(r) or bool(s) or exponent > 0)
     elif mode.round_mode is RoundMode.UP:
-        round_up = (f_bits & 0x7FFFFF) != 0
+        round_up = (f_bits & mode.profile.rules.e8m0_up_fraction_mask) != 0
     else:
         round_up = False
     if round_up and mode.saturate and exponent == 0xFE:
@@ -320,10 +325,19 @@ def _to_integer(value: Exact, source: TypeSpec, target: TypeSpec, mode: Mode) ->
     if target.kind is Kind.BOOL:
         bit = 0 if value.is_zero else 1
         return _Result(bit, "R7 zero -> False, else True", None, value)
+    zeroes = float_to_int_zeroes(source, target, mode)
+    if zeroes == "beyond_range":
+        # R12 reference with ml_dtypes 0.7: NaN, Inf and what truncates beyond the range -> 0.
+        n = int(value.signed_value) if value.kind == "finite" else None
+        if n is None or not target.int_min <= n <= target.int_max:
+            return _Result(0, "R12 reference: NaN, Inf, beyond the range -> 0", None, value)
+        return _Result(n & mask, "R12 reference: truncate toward zero", None, value)
     if target.is_sub_byte:
         if value.kind != "finite":
             return _Result(0, "R7 [castlike] NaN/Inf -> 0", None, value)
         v = value.signed_value
+        if zeroes == "beyond_int32" and not -(2**31) <= v <= 2**31 - 1:
+            return _Result(0, "R12 reference: beyond INT32 -> 0", None, value)
         rules = mode.profile.rules
         if rules.sub_byte_rounding == "half_even":
             n, rule = round(v), "R7 round half to even, keep low bits"

@@ -9,10 +9,11 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, replace
 
-from .types import OnnxType, Special, TypeSpec
+from .types import Kind, OnnxType, Special, TypeSpec
 
 __all__ = [
     "FLOAT8_TYPES",
+    "ML_DTYPES_FLOATS",
     "OVERFLOW_RULES",
     "PROFILES",
     "ROUNDED_VIA_FLOAT_TARGETS",
@@ -24,6 +25,7 @@ __all__ = [
     "ProfileRules",
     "RoundMode",
     "canonical_mode",
+    "float_to_int_zeroes",
     "overflow_rule",
 ]
 
@@ -37,36 +39,69 @@ class RoundMode(enum.Enum):
 
 
 class Profile(enum.Enum):
-    """Which body of rules to follow (R12)."""
+    """Which body of rules to follow (R12).
+
+    ``reference`` is one profile per *ml_dtypes behaviour family*: onnx.reference casts through
+    ml_dtypes, whose conversions changed between releases.  The name ``"reference"`` resolves
+    to the family of the installed ml_dtypes (:func:`castlike.spec.profiles.resolve_profile`);
+    ``"reference:ml_dtypes-0.6"`` names one explicitly.
+    """
 
     SPEC = "spec"
-    REFERENCE = "reference"
+    #: onnx.reference with ml_dtypes 0.5 and 0.6.
+    REFERENCE_ML_DTYPES_0_5 = "reference:ml_dtypes-0.5"
+    #: onnx.reference with ml_dtypes 0.7.
+    REFERENCE_ML_DTYPES_0_7 = "reference:ml_dtypes-0.7"
+    #: The same with onnx 1.19-1.21, whose FLOAT8E8M0 helper differs (round_mode="up").
+    REFERENCE_ONNX_1_19_ML_DTYPES_0_5 = "reference:onnx-1.19:ml_dtypes-0.5"
+    REFERENCE_ONNX_1_19_ML_DTYPES_0_7 = "reference:onnx-1.19:ml_dtypes-0.7"
     LEGACY = "legacy"
 
     @property
     def rules(self) -> ProfileRules:
         return PROFILES[self]
 
+    @property
+    def is_reference(self) -> bool:
+        """Whether this is one of the ``reference`` families."""
+        return self.value.startswith("reference:")
+
 
 @dataclass(frozen=True)
 class ProfileRules:
     """The knobs in which the profiles differ (R12).  Each is named after what it changes."""
 
-    #: onnx.reference converts through ml_dtypes, which rounds DOUBLE/INT32/UINT32/INT64/UINT64
-    #: sources to FLOAT first for the targets in ROUNDED_VIA_FLOAT_TARGETS (double rounding).
+    #: onnx.reference converts through ml_dtypes, which (before 0.7) rounds DOUBLE/INT32/UINT32/
+    #: INT64/UINT64 sources to FLOAT first for the targets in ROUNDED_VIA_FLOAT_TARGETS (double
+    #: rounding).
     wide_sources_via_float: bool
     #: float -> INT4/UINT4/INT2/UINT2: "half_even" (int4/int2 notes) or "toward_zero" (ml_dtypes).
     sub_byte_rounding: str
     #: any number -> INT4/UINT4/INT2/UINT2 beyond the range: "wrap" (keep the low bits, the
     #: int4/int2 notes) or "saturate" (onnx <= 1.18: clip to the range, then round).
     sub_byte_range: str
+    #: The float values that a conversion *performed by ml_dtypes* turns into 0 where R7 would
+    #: not (NaN and Inf into the 4/2-bit integers are 0 in every profile):
+    #: "rules" (none: R7 everywhere);
+    #: "zero_beyond_int32" (ml_dtypes 0.5-0.6: into INT4/UINT4/INT2/UINT2, from any float, x
+    #: beyond the INT32 range);
+    #: "zero_beyond_range" (ml_dtypes 0.7: into INT4/UINT4/INT2/UINT2 from any float, and into
+    #: every integer from a float type of ml_dtypes (ML_DTYPES_FLOATS), NaN, Inf and every x
+    #: whose truncation lies beyond the target's range).
+    ml_dtypes_float_to_int: str
     #: The NaN pattern of FLOAT8E5M2 (sign bit added for negative NaN): 0x7E (ml_dtypes) or
     #: 0x7F (onnx <= 1.18's own float8 conversion).
     float8e5m2_nan: int
     #: NaN -> FLOAT4E2M1/FLOAT6*: "max" (float4 note) or "opposite_zero" (ml_dtypes: +NaN -> -0).
     finite_only_nan: str
-    #: -> FLOAT8E8M0: "rules" (R6) or "onnx_helper" (onnx.numpy_helper.to_float8e8m0).
+    #: -> FLOAT8E8M0: "rules" (R6), "onnx_helper" (onnx.numpy_helper.to_float8e8m0 of onnx >=
+    #: 1.22) or "onnx_helper_before_1.22" (onnx 1.19-1.21's, whose round_mode "up" looks at
+    #: the FLOAT fraction bits of the mask 0x4FFFFF only, so that a fraction in bits 20-21
+    #: alone rounds down).
     e8m0: str
+    #: x < 0 -> FLOAT8E8M0: "nan" (R6's castlike choice) or "magnitude" (the onnx helper reads
+    #: the exponent field only, so -x gives the result of x).
+    e8m0_negative: str
     #: +-Inf -> FNUZ with saturate: "by_opset" (R2) or "max" (every version).
     fnuz_inf: str
     #: -> BFLOAT16: "nearest_even" or "truncate" (keep the upper 16 bits of the FLOAT).
@@ -74,41 +109,72 @@ class ProfileRules:
     #: Number <-> string: "spec" (R9) or "numpy" (numpy.astype(str) text).
     strings: str
 
+    @property
+    def e8m0_by_onnx_helper(self) -> bool:
+        """Whether FLOAT8E8M0 targets follow one of onnx's helpers (through FLOAT)."""
+        return self.e8m0.startswith("onnx_helper")
 
+    @property
+    def e8m0_up_fraction_mask(self) -> int:
+        """The FLOAT fraction bits that make onnx's helper round up (round_mode "up")."""
+        return 0x4FFFFF if self.e8m0 == "onnx_helper_before_1.22" else 0x7FFFFF
+
+
+_REFERENCE_ML_DTYPES_0_5 = ProfileRules(
+    wide_sources_via_float=True,
+    sub_byte_rounding="toward_zero",
+    sub_byte_range="wrap",
+    ml_dtypes_float_to_int="zero_beyond_int32",
+    float8e5m2_nan=0x7E,
+    finite_only_nan="opposite_zero",
+    e8m0="onnx_helper",
+    e8m0_negative="magnitude",
+    fnuz_inf="max",
+    bfloat16="nearest_even",
+    strings="numpy",
+)
 PROFILES: dict[Profile, ProfileRules] = {
     Profile.SPEC: ProfileRules(
         wide_sources_via_float=False,
         sub_byte_rounding="half_even",
         sub_byte_range="wrap",
+        ml_dtypes_float_to_int="rules",
         float8e5m2_nan=0x7E,
         finite_only_nan="max",
         e8m0="rules",
+        e8m0_negative="nan",
         fnuz_inf="by_opset",
         bfloat16="nearest_even",
         strings="spec",
     ),
-    Profile.REFERENCE: ProfileRules(
-        wide_sources_via_float=True,
-        sub_byte_rounding="toward_zero",
-        sub_byte_range="wrap",
-        float8e5m2_nan=0x7E,
-        finite_only_nan="opposite_zero",
-        e8m0="onnx_helper",
-        fnuz_inf="max",
-        bfloat16="nearest_even",
-        strings="numpy",
+    Profile.REFERENCE_ML_DTYPES_0_5: _REFERENCE_ML_DTYPES_0_5,
+    # ml_dtypes 0.7 rounds wide sources once, and turns NaN, Inf and out-of-range floats into 0
+    # in every integer conversion it performs.
+    Profile.REFERENCE_ML_DTYPES_0_7: replace(
+        _REFERENCE_ML_DTYPES_0_5,
+        wide_sources_via_float=False,
+        ml_dtypes_float_to_int="zero_beyond_range",
+    ),
+    Profile.REFERENCE_ONNX_1_19_ML_DTYPES_0_5: replace(
+        _REFERENCE_ML_DTYPES_0_5, e8m0="onnx_helper_before_1.22"
+    ),
+    # onnx <= 1.18's reference (and the test data it generated) differs from the ml_dtypes 0.5
+    # reference in four ways: BFLOAT16 by truncation, INT4/UINT4 by clip-then-round-half-even,
+    # NaN -> FLOAT8E5M2 as 0x7F/0xFF, and NaN -> FLOAT4E2M1 as +max.  It keeps castlike's
+    # choices for negative FLOAT8E8M0 inputs and floats beyond INT32 into 4/2-bit integers.
+    Profile.LEGACY: replace(
+        _REFERENCE_ML_DTYPES_0_5,
+        bfloat16="truncate",
+        sub_byte_rounding="half_even",
+        sub_byte_range="saturate",
+        ml_dtypes_float_to_int="rules",
+        float8e5m2_nan=0x7F,
+        finite_only_nan="max",
+        e8m0_negative="nan",
     ),
 }
-#: onnx <= 1.18's reference (and the test data it generated) differs from today's in four ways:
-#: BFLOAT16 by truncation, INT4/UINT4 by clip-then-round-half-even, NaN -> FLOAT8E5M2 as
-#: 0x7F/0xFF, and NaN -> FLOAT4E2M1 as +max (the float4 note's rule).
-PROFILES[Profile.LEGACY] = replace(
-    PROFILES[Profile.REFERENCE],
-    bfloat16="truncate",
-    sub_byte_rounding="half_even",
-    sub_byte_range="saturate",
-    float8e5m2_nan=0x7F,
-    finite_only_nan="max",
+PROFILES[Profile.REFERENCE_ONNX_1_19_ML_DTYPES_0_7] = replace(
+    PROFILES[Profile.REFERENCE_ML_DTYPES_0_7], e8m0="onnx_helper_before_1.22"
 )
 
 _T = OnnxType
@@ -126,6 +192,26 @@ ROUNDED_VIA_FLOAT_TARGETS = SATURATE_TYPES | {
     _T.FLOAT6E2M3,
     _T.FLOAT6E3M2,
 }
+#: The float types that ml_dtypes implements (NumPy has FLOAT16, FLOAT and DOUBLE itself).  A
+#: conversion from one of them, or into a 4/2-bit integer, is ml_dtypes' own (R12).
+ML_DTYPES_FLOATS = frozenset(
+    {*FLOAT8_TYPES, _T.FLOAT8E8M0, _T.BFLOAT16, _T.FLOAT4E2M1, _T.FLOAT6E2M3, _T.FLOAT6E3M2}
+)
+
+
+def float_to_int_zeroes(source: TypeSpec, target: TypeSpec, mode: Mode) -> str:
+    """Which float values the profile's ml_dtypes turns into 0 for this float -> integer pair
+    (:attr:`ProfileRules.ml_dtypes_float_to_int`): ``"none"``, ``"beyond_int32"`` (x itself
+    beyond the INT32 range) or ``"beyond_range"`` (NaN, Inf, and x whose truncation is beyond
+    the target's range)."""
+    how = mode.profile.rules.ml_dtypes_float_to_int
+    if not (source.is_float and target.is_integer and target.kind is not Kind.BOOL):
+        return "none"
+    if how == "zero_beyond_int32" and target.is_sub_byte:
+        return "beyond_int32"
+    if how == "zero_beyond_range" and (target.is_sub_byte or source.code in ML_DTYPES_FLOATS):
+        return "beyond_range"
+    return "none"
 
 
 class Action(enum.Enum):
@@ -192,12 +278,14 @@ def _relevant_knobs(source: TypeSpec, target: TypeSpec, mode: Mode) -> tuple[str
         knobs.append("sub_byte_range")
         if floaty:
             knobs.append("sub_byte_rounding")
+    if source.kind.value == "float" and target.is_integer:
+        knobs.append("ml_dtypes_float_to_int")
     if t == _T.FLOAT8E5M2 and floaty:
         knobs.append("float8e5m2_nan")
     if target.float_format is not None and target.fmt.special is Special.FINITE and floaty:
         knobs.append("finite_only_nan")
     if t == _T.FLOAT8E8M0:
-        knobs.append("e8m0")
+        knobs += ["e8m0", "e8m0_negative"]
     if mode.inf_to_fnuz_is_nan:  # effective_for() keeps it only where it applies
         knobs.append("fnuz_inf")
     if t == _T.BFLOAT16:
@@ -216,11 +304,20 @@ def canonical_mode(mode: Mode, source: TypeSpec, target: TypeSpec) -> Mode:
     """
     mode = mode.effective_for(target)
     knobs = _relevant_knobs(source, target, mode)
-    wanted = [getattr(mode.profile.rules, k) for k in knobs]
+    wanted = [knob_effect(mode.profile, k, source, target) for k in knobs]
     for profile in Profile:
-        if [getattr(profile.rules, k) for k in knobs] == wanted:
+        if [knob_effect(profile, k, source, target) for k in knobs] == wanted:
             return replace(mode, profile=profile)
     return mode
+
+
+def knob_effect(profile: Profile, knob: str, source: TypeSpec, target: TypeSpec) -> object:
+    """What the :class:`ProfileRules` field ``knob`` of ``profile`` does to this pair: its value,
+    or for ``ml_dtypes_float_to_int`` the values it zeroes here (:func:`float_to_int_zeroes`),
+    so that two profiles whose fields differ only where this pair does not look agree."""
+    if knob == "ml_dtypes_float_to_int":
+        return float_to_int_zeroes(source, target, Mode(profile=profile))
+    return getattr(profile.rules, knob)
 
 
 def overflow_rule(target: TypeSpec, mode: Mode) -> OverflowRule:

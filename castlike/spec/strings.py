@@ -51,6 +51,7 @@ __all__ = [
 
 _T = OnnxType
 _DOUBLE = spec_of(_T.DOUBLE)
+_STRING = spec_of(_T.STRING)
 
 #: The smallest magnitude DOUBLE rounds to infinity: 2**1024 - 2**970 (R9 "1e400" -> +Inf).
 DOUBLE_OVERFLOW = Fraction(2**1024 - 2**970)
@@ -68,8 +69,29 @@ _MAX_DECIMAL_EXPONENT = 400
 #: The longest decision point, a DOUBLE subnormal midpoint, has under 770 significant digits.
 _MAX_SIGNIFICANT_DIGITS = 1100
 
-#: numpy's str() of float16/float32/float64 switches to scientific notation at 10**n.
-NUMPY_POSITIONAL_LIMIT = {_T.FLOAT16: 3, _T.FLOAT: 6, _T.DOUBLE: 16}
+#: ``numpy.ndarray.astype(str)`` writes float16/float32/float64 positionally below 10**n
+#: (from 1e-4 up), by NumPy release, newest first: NumPy 2.3 lowered FLOAT16's and FLOAT's
+#: limits to their precision.  The reference profiles' text is NumPy's, so it follows the
+#: NumPy installed.
+NUMPY_POSITIONAL_LIMITS: tuple[tuple[tuple[int, int], dict[OnnxType, int]], ...] = (
+    ((2, 3), {_T.FLOAT16: 3, _T.FLOAT: 6, _T.DOUBLE: 16}),
+    ((0, 0), {_T.FLOAT16: 16, _T.FLOAT: 16, _T.DOUBLE: 16}),
+)
+
+
+def _installed_numpy_limits() -> dict[OnnxType, int]:
+    """The entry of :data:`NUMPY_POSITIONAL_LIMITS` for the installed NumPy (its metadata)."""
+    from importlib import metadata
+
+    try:
+        release = tuple(int(p) for p in metadata.version("numpy").split(".")[:2])
+    except (metadata.PackageNotFoundError, ValueError):
+        release = NUMPY_POSITIONAL_LIMITS[0][0]
+    return next(limits for since, limits in NUMPY_POSITIONAL_LIMITS if release >= since)
+
+
+#: The positional limits of the installed NumPy's ``astype(str)``.
+NUMPY_POSITIONAL_LIMIT = _installed_numpy_limits()
 
 
 class Decimal10:
@@ -416,4 +438,6 @@ def string_to_bits(text: str | bytes | object, target: TypeSpec, mode: Mode) -> 
         value = parse(text, style)
     if value is None:
         return None
-    return cast_value(value, _DOUBLE, target, mode)
+    # Into integers, a string is read as text, not converted by ml_dtypes: the reference
+    # profiles' ml_dtypes zeroes (ProfileRules.ml_dtypes_float_to_int) are not for it.
+    return cast_value(value, _STRING if target.is_integer else _DOUBLE, target, mode)

@@ -158,7 +158,10 @@ def _layout_into(
     rest = f
     for i in range(_DIGIT_SLOTS // 4):
         higher = rest // _QUAD
-        quad_view[:, _DIGIT_SLOTS // 4 - 1 - i] = quads.take(rest - higher * _QUAD)
+        # Indices as intp: NumPy 2.0's take refuses uint64 ones (later releases cast them).
+        quad_view[:, _DIGIT_SLOTS // 4 - 1 - i] = quads.take(
+            (rest - higher * _QUAD).astype(np.intp)
+        )
         rest = higher
     index += (np.arange(rows, dtype=np.int32) * _EXT)[:, None]
     ext.reshape(-1).take(index, out=out)
