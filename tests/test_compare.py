@@ -120,6 +120,9 @@ def test_jax_eager_and_jit_agree_here() -> None:
 @needs("onnxruntime")
 def test_onnxruntime_int4_ties() -> None:
     report = compare(["onnxruntime"], sources=[F16], targets=[INT4])
+    if report.unsupported.get("onnxruntime"):  # onnxruntime 1.20 (the oldest) has no such Cast
+        assert report.checked["onnxruntime"][1] == 1
+        pytest.skip(f"onnxruntime cannot cast FLOAT16 -> INT4: {report.unsupported}")
     tie = next(d for d in report.differences if d.cause == "tie rounding")
     assert tie.example.input == "FLOAT16 0x3800 (0.5)"
     assert tie.example.library == "0x1 (1)" and tie.example.castlike == "0x0 (0)"
