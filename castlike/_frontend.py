@@ -18,9 +18,10 @@ from .errors import (
     InvalidInputError,
     UnknownTypeError,
     UnsupportedTypeError,
+    shown_value,
 )
 from .spec.opsets import Op, version_for
-from .spec.plan import Plan, check_opset, resolve
+from .spec.plan import Plan, check_opset, plain_int, plain_str, resolve
 from .spec.types import COMPLEX_CODES, TYPES, TYPES_BY_NAME, OnnxType, TypeSpec
 
 __all__ = ["can_cast", "cast", "cast_like", "onnx_type", "resolve_type"]
@@ -52,7 +53,34 @@ def _source_type(adapter: Adapter, array: Any) -> TypeSpec:
     if _holds_strings(array):
         return TYPES[OnnxType.STRING]
     found = adapter.onnx_type_of(array.dtype)
-    return TYPES[found] if found is not None else resolve_type(array)
+    if found is not None:
+        return TYPES[found]
+    try:
+        return resolve_type(array)
+    except CastTypeError:
+        raise _no_source_type(array.dtype) from None
+
+
+def _no_source_type(dtype: Any) -> CastTypeError:
+    """The error for an input whose dtype is no ONNX type: it names the input's dtype as the
+    problem (the target is not), and what to cast instead."""
+    kind = getattr(dtype, "kind", "")
+    if _is_complex_dtype(dtype):
+        return UnsupportedTypeError(
+            f"x holds {dtype} values, and casting from complex is not supported (ONNX's complex "
+            "types have no Cast rules); cast x.real or x.imag"
+        )
+    if kind in ("M", "m"):
+        what = "datetime64" if kind == "M" else "timedelta64"
+        return UnsupportedTypeError(
+            f"x holds {what} values ({dtype}), and no ONNX type holds dates or durations, so "
+            "castlike cannot cast from them; to cast their integer ticks (NaT is INT64's "
+            "minimum), pass x.astype(numpy.int64)"
+        )
+    return UnknownTypeError(
+        f"x holds {shown_value(dtype)} values, which no ONNX type holds, so castlike cannot "
+        f"cast from them; {_ACCEPTED}"
+    )
 
 
 def _namespace(array: Any) -> Any:
@@ -94,7 +122,7 @@ def resolve_type(obj: Any) -> TypeSpec:
     # Codes are Python ints only: a NumPy integer scalar is an array, whose dtype names the
     # type (np.int32(3) is INT32, not code 3 = INT8).
     if isinstance(obj, int):
-        code = int(obj)
+        code = plain_int(obj)  # whatever a subclass does
         if code in COMPLEX_CODES:
             raise UnsupportedTypeError(f"{_COMPLEX_MESSAGE} ({COMPLEX_CODES[code]}, code {code})")
         if code == 0:
@@ -104,6 +132,7 @@ def resolve_type(obj: Any) -> TypeSpec:
         except ValueError:
             raise UnknownTypeError(f"{code} is not an ONNX TensorProto type code") from None
     if isinstance(obj, str):
+        obj = plain_str(obj)  # whatever a subclass does
         name = obj.strip().upper()
         if name in TYPES_BY_NAME:
             return TYPES_BY_NAME[name]
@@ -116,7 +145,8 @@ def resolve_type(obj: Any) -> TypeSpec:
         raise UnknownTypeError(f"unknown ONNX type name {obj!r}{hint}")
     if isinstance(obj, (bytes, bytearray)):  # np.dtype(b"f4") is float32: names are str only
         raise UnknownTypeError(
-            f"{obj!r} is bytes, not a type name; pass the ONNX name as a str (e.g. 'FLOAT')"
+            f"{shown_value(obj)} is bytes, not a type name; pass the ONNX name as a str "
+            "(e.g. 'FLOAT')"
         )
     if _is_array(obj):
         return resolve_type(obj.dtype) if not _holds_strings(obj) else TYPES[OnnxType.STRING]
@@ -128,14 +158,14 @@ def resolve_type(obj: Any) -> TypeSpec:
         )
     try:
         found = onnx_type_of_dtype(obj)
-    except (TypeError, ValueError, KeyError, AttributeError):
-        found = None  # a library's dtype parser refused it: it is not a dtype
+    except Exception:  # a library's dtype parser refused it (or its own hash/eq raised)
+        found = None
     if found is not None:
         return TYPES[found]
     if _is_complex_dtype(obj):
-        raise UnsupportedTypeError(f"{_COMPLEX_MESSAGE} (dtype {obj})")
+        raise UnsupportedTypeError(f"{_COMPLEX_MESSAGE} (dtype {shown_value(obj)})")
     raise UnknownTypeError(
-        f"{obj!r} is not an ONNX type: pass an ONNX name (e.g. 'FLOAT8E4M3FN'), "
+        f"{shown_value(obj)} is not an ONNX type: pass an ONNX name (e.g. 'FLOAT8E4M3FN'), "
         "a TensorProto code, or a dtype of numpy/ml_dtypes, torch or jax"
     )
 
@@ -222,10 +252,12 @@ def can_cast(src: Any, dst: Any, *, op: str = "Cast", opset: int | None = None) 
 def _parse_op(op: str | Op) -> Op:
     if isinstance(op, Op):
         return op
-    for candidate in Op:
-        if isinstance(op, str) and op.lower() == candidate.value.lower():
-            return candidate
-    raise CastTypeError(f"unknown operator {op!r}; expected 'Cast' or 'CastLike'")
+    if isinstance(op, str):
+        name = plain_str(op).lower()  # str's own methods, whatever a subclass does
+        for candidate in Op:
+            if name == candidate.value.lower():
+                return candidate
+    raise CastTypeError(f"unknown operator {shown_value(op)}; expected 'Cast' or 'CastLike'")
 
 
 _ACCEPTED = (
@@ -272,13 +304,7 @@ def _as_array(x: Any) -> tuple[Any, bool]:
 
 def _describe(x: Any) -> str:
     """``x`` for an error message: its type and a short repr."""
-    try:
-        text = repr(x)
-    except Exception:
-        text = "?"
-    if len(text) > 60:
-        text = text[:57] + "..."
-    return f"a {type(x).__module__}.{type(x).__qualname__}: {text}"
+    return f"a {type(x).__module__}.{type(x).__qualname__}: {shown_value(x)}"
 
 
 #: The integers NumPy holds (INT64's minimum to UINT64's maximum).
@@ -342,10 +368,14 @@ def _unravel(flat_index: int, shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(int(i) for i in np.unravel_index(flat_index, shape))
 
 
-def _check_errors(errors: str) -> str:
-    if errors not in ("raise", "coerce"):
-        raise CastValueError(f"errors must be 'raise' or 'coerce', got {errors!r}")
-    return errors
+def _check_errors(errors: Any) -> str:
+    """``errors`` as the plain str "raise" or "coerce"; anything else (an array, an object
+    whose ``==`` raises) is a CastValueError, compared by ``str``'s own methods only."""
+    if isinstance(errors, str):
+        text = plain_str(errors)
+        if text in ("raise", "coerce"):
+            return text
+    raise CastValueError(f"errors must be 'raise' or 'coerce', got {shown_value(errors)}")
 
 
 def _run(
@@ -357,7 +387,7 @@ def _run(
     like: Any = None,
     remember_as: tuple[Any, tuple[Any, ...]] | None = None,
 ) -> Any:
-    _check_errors(errors)
+    errors = _check_errors(errors)
     if _is_masked(x):
         return _run_masked(op, x, target, options, errors, like)
     array, scalar = _as_array(x)

@@ -7,6 +7,8 @@ so that ordinary ``except TypeError`` / ``except ValueError`` code keeps working
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "BackendTypeError",
     "CastError",
@@ -38,7 +40,8 @@ class UnknownTypeError(CastTypeError):
 
 
 class UnsupportedTypeError(CastTypeError):
-    """A type castlike never casts: COMPLEX64, COMPLEX128, UNDEFINED."""
+    """A type castlike never casts: COMPLEX64, COMPLEX128, UNDEFINED; and inputs of no ONNX
+    type: datetime64 and timedelta64 arrays, object arrays holding anything but text."""
 
 
 class DisallowedCastError(CastTypeError):
@@ -60,3 +63,16 @@ class OpsetError(CastValueError):
 
 class InvalidStringError(CastValueError):
     """A string element that is not a number by the grammar of rule R9."""
+
+
+def shown_value(value: Any, limit: int = 60) -> str:
+    """``repr(value)`` for an error message, cut at ``limit`` characters.
+
+    Never an exception of its own: the objects a caller passes as options may raise from
+    ``repr`` (or ``str``, ``hash``, ``==``), and such an object is then named by its type.
+    """
+    try:
+        text = repr(value)
+    except Exception:
+        return f"an object of type {type(value).__qualname__} (its repr() raised)"
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -10,13 +10,21 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from ..errors import CastValueError, DisallowedCastError, OpsetError
+from ..errors import CastValueError, DisallowedCastError, OpsetError, shown_value
 from .opsets import LATEST_OPSET, OPS, Op, OpVersion, version_for
-from .profiles import resolve_profile
+from .profiles import profile_names, resolve_profile
 from .rules import Mode, Profile, RoundMode
 from .types import OnnxType, TypeSpec
 
-__all__ = ["Plan", "check_opset", "parse_profile", "parse_round_mode", "resolve"]
+__all__ = [
+    "Plan",
+    "check_opset",
+    "parse_profile",
+    "parse_round_mode",
+    "plain_int",
+    "plain_str",
+    "resolve",
+]
 
 
 @dataclass(frozen=True)
@@ -37,28 +45,62 @@ class Plan:
 
 
 def parse_profile(profile: str | Profile) -> Profile:
-    """The :class:`Profile` named ``profile`` (see :func:`castlike.spec.profiles.resolve_profile`:
-    ``"reference"`` follows the installed ml_dtypes); a CastValueError lists the valid names."""
-    return resolve_profile(profile)
+    """The :class:`Profile` named ``profile`` (a str, any case; see
+    :func:`castlike.spec.profiles.resolve_profile`: ``"reference"`` follows the installed
+    ml_dtypes and onnx); a CastValueError lists the valid names."""
+    if isinstance(profile, Profile):
+        return profile
+    if not isinstance(profile, str):
+        names = ", ".join(repr(n) for n in profile_names())
+        raise CastValueError(
+            f"unknown profile {shown_value(profile)}; expected one of {names} (a str)"
+        )
+    return resolve_profile(plain_str(profile))
 
 
 def parse_round_mode(round_mode: str | RoundMode) -> RoundMode:
-    """The :class:`RoundMode` named ``round_mode``; a CastValueError lists the valid names."""
+    """The :class:`RoundMode` named ``round_mode`` (a str, any case); a CastValueError lists
+    the valid names."""
     if isinstance(round_mode, RoundMode):
         return round_mode
-    try:
-        return RoundMode(str(round_mode).lower())
-    except ValueError:
+    found = _member(RoundMode, round_mode)
+    if found is None:
         names = ", ".join(repr(r.value) for r in RoundMode)
         raise CastValueError(
-            f"unknown round_mode {round_mode!r}; expected one of {names}"
-        ) from None
+            f"unknown round_mode {shown_value(round_mode)}; expected one of {names} (a str)"
+        )
+    return found
+
+
+def _member(enum: Any, name: Any) -> Any:
+    """The member of ``enum`` whose value is the str ``name`` in lower case, or None (not a
+    str)."""
+    if not isinstance(name, str):
+        return None
+    text = plain_str(name).lower()
+    return next((member for member in enum if member.value == text), None)
+
+
+def plain_str(value: str) -> str:
+    """The plain ``str`` a str (or an instance of a subclass) holds.
+
+    A subclass's methods (``lower``, ``__eq__``, ``__hash__`` ...) may raise, or lie; the
+    plain str has Python's own.  (A plain str is returned as it is, without a call that
+    torch.compile cannot trace.)
+    """
+    return value if type(value) is str else str.__str__(value)
+
+
+def plain_int(value: int) -> int:
+    """The plain ``int`` an int (or an instance of a subclass, not bool) holds; see
+    :func:`plain_str`."""
+    return value if type(value) is int else int.__int__(value)
 
 
 def check_opset(opset: Any) -> int | None:
     """``opset`` if it is one castlike knows: None (the latest) or a Python int from 1 to
-    :data:`LATEST_OPSET`.  The one check of what an opset is, shared by :func:`resolve` and
-    ``can_cast``, so that they never disagree.
+    :data:`LATEST_OPSET`, as a plain ``int``.  The one check of what an opset is, shared by
+    :func:`resolve` and ``can_cast``, so that they never disagree.
 
     Raises
     ------
@@ -69,14 +111,15 @@ def check_opset(opset: Any) -> int | None:
         return None
     if isinstance(opset, bool) or not isinstance(opset, int):
         raise OpsetError(
-            f"opset must be an int or None, got {opset!r} of type {type(opset).__name__}; "
-            f"opsets are Python ints from 1 to {LATEST_OPSET}"
+            f"opset must be an int or None, got {shown_value(opset)} of type "
+            f"{type(opset).__name__}; opsets are Python ints from 1 to {LATEST_OPSET}"
         )
-    if opset < 1 or opset > LATEST_OPSET:
+    value = plain_int(opset)  # a subclass's comparisons are never called
+    if value < 1 or value > LATEST_OPSET:
         raise OpsetError(
-            f"opset {opset} is outside the opsets castlike knows (1 to {LATEST_OPSET})"
+            f"opset {value} is outside the opsets castlike knows (1 to {LATEST_OPSET})"
         )
-    return opset
+    return value
 
 
 def _check_opset(op: Op, opset: int | None) -> OpVersion:
@@ -106,11 +149,11 @@ def resolve(
     exactly that Cast); with an explicit opset it is validated against CastLike's own versions.
     """
     options = (saturate, round_mode, opset, profile)
-    try:
-        hash(options)
-    except TypeError:  # an unhashable option: the validation rejects it
-        return _resolve(op, source, target, *options)
-    return _cached_resolve(op, source, target, *options)
+    if all(type(option) in _CACHED_TYPES for option in options):
+        return _cached_resolve(op, source, target, *options)
+    # Anything else is validated without the cache, whose lookup would hash and compare the
+    # option: an object's own __hash__ or __eq__ may raise, or call it valid.
+    return _resolve(op, source, target, *options)
 
 
 def _resolve(
@@ -123,7 +166,8 @@ def _resolve(
     profile: Any,
 ) -> Plan:
     if not isinstance(saturate, bool):
-        raise CastValueError(f"saturate must be True or False, got {saturate!r}")
+        raise CastValueError(f"saturate must be True or False, got {shown_value(saturate)}")
+    opset = check_opset(opset)
     rmode = parse_round_mode(round_mode)
     prof = parse_profile(profile)
     effective_op = Op.CAST if (op is Op.CAST_LIKE and opset is None) else op
@@ -154,6 +198,8 @@ def _resolve(
 #: valid.  (torch.compile traces through ``lru_cache`` to the function itself, so that it does
 #: not guard on the cache's contents.)
 _cached_resolve = lru_cache(maxsize=4096, typed=True)(_resolve)
+#: The exact types of option values the cache takes (their hash and == are Python's own).
+_CACHED_TYPES = frozenset({bool, int, str, type(None), RoundMode, Profile})
 
 
 def _first_version_with(op: Op, t: TypeSpec) -> str:

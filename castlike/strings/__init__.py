@@ -32,6 +32,8 @@ STRING -> number
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterator
 from typing import Any
 
 import array_api_compat as aac
@@ -47,8 +49,19 @@ from ..spec.types import TYPES, Kind, TypeSpec
 from ._common import _DOUBLE, _SD, _T
 from ._format import _WIDTH, _WIDTH_DOUBLE, _style, _text_bytes, format_numbers
 from ._parse import _as_string_array, _parse_bits
+from ._problems import (
+    Problem,
+    index_of,
+    invalid_text,
+    is_missing,
+    missing_value,
+    not_text,
+    shown,
+)
 
 __all__ = [
+    "Problem",
+    "block_can_fail",
     "block_text_dtype",
     "cast_strings",
     "deliver_numbers",
@@ -56,32 +69,103 @@ __all__ = [
     "format_numbers",
     "is_other_library",
     "output_kind",
-    "parse_block",
     "parse_strings",
+    "read_block",
+    "read_strings",
 ]
 
 # == entry points =================================================================================
 
+#: Elements read at a time from a STRING array.  A block's temporaries (its texts as a byte
+#: matrix, their lengths, the result bits, the per-chunk masks) stay within ~20 MB whatever
+#: the size of the input: 2*10**7 StringDType elements -> FLOAT took 477 MiB of temporaries
+#: in one piece (a full ``S32`` copy, uint64 bits for every element), for a 76 MiB result.
+PARSE_BLOCK = 1 << 18
 
-def _index_of(flat_index: int, shape: tuple[int, ...]) -> tuple[int, ...]:
-    return tuple(int(i) for i in np.unravel_index(flat_index, shape)) if shape else ()
+
+def _flat_parts(x: np.ndarray, size: int) -> Iterator[np.ndarray]:
+    """``x``'s elements in row-major order, as consecutive flat contiguous pieces of at most
+    ``size`` elements: views of a C-contiguous array, else copies of one piece at a time
+    (never of the whole array).
+
+    A strided array is cut along its first axis into slabs of whole rows (a row bigger than
+    ``size`` is cut the same way, recursively), which NumPy copies fast.  (``x.flat[a:b]``
+    would be simpler, but NumPy's flat iterator copies StringDType elements without their
+    text.)
+    """
+    if x.flags.c_contiguous:
+        flat = x.reshape(-1)
+        for start in range(0, flat.size, size):
+            yield flat[start : start + size]
+        return
+    row = math.prod(x.shape[1:])  # elements in one index of the first axis
+    if x.size == 0:
+        return
+    if row > size:
+        for i in range(x.shape[0]):
+            yield from _flat_parts(x[i], size)
+        return
+    rows = size // row
+    for i in range(0, x.shape[0], rows):
+        yield np.ascontiguousarray(x[i : i + rows]).reshape(-1)
 
 
-def _shown(value: Any) -> str:
-    if isinstance(value, (str, bytes)):
-        text = repr(value)
-        return text if len(text) <= 80 else text[:77] + "..."
-    return f"{value!r} (a {type(value).__name__}, not a string)"
+def _native(part: np.ndarray) -> np.ndarray:
+    """``part`` in native byte order (a copy where it is not): the string and number readers
+    look at the raw bytes."""
+    return part if part.dtype.isnative else part.astype(part.dtype.newbyteorder("="))
+
+
+def _missing_what(dtype: np.dtype[Any], value: Any) -> str:
+    """How an error names a missing value: by the StringDType's ``na_object``, or the object
+    array's element."""
+    if dtype.kind == "T":
+        return f"the na_object {getattr(dtype, 'na_object', None)!r} of {dtype}"
+    return repr(value)
+
+
+def read_strings(
+    strings: np.ndarray, target: TypeSpec, mode: Mode, *, errors: str = "raise", where: str = ""
+) -> np.ndarray | Problem:
+    """The numbers of a NumPy array of strings, or the :class:`Problem` of its first element
+    (row-major) that cannot be read, without raising; :func:`parse_strings` raises it.
+
+    The array is read :data:`PARSE_BLOCK` elements at a time into the one result, so that the
+    temporaries do not grow with its size.  A problem is an element that is no text (an
+    object array's number, an UnsupportedTypeError whatever ``errors`` says) or, unless
+    ``errors="coerce"`` reads it as the target's NaN, invalid text or a missing value.
+    """
+    strings = np.asarray(strings)
+    shape, total = strings.shape, strings.size
+    raising = errors != "coerce" or not spec_strings.has_nan(target)
+    out = np.empty(total, dtype=np.dtype(f"uint{target.storage_bits}"))
+    nan: int | None = None
+    start = 0
+    for piece in _flat_parts(strings, PARSE_BLOCK):
+        part = _native(piece)
+        texts, missing, foreign = _as_string_array(part)
+        bits, invalid = _parse_bits(texts, missing | foreign, target, mode)
+        bad = (foreign | invalid) if raising else foreign
+        if bad.any():
+            first = int(np.argmax(bad))
+            index = index_of(start + first, shape)
+            value = part[first : first + 1].tolist()[0]
+            if foreign[first]:
+                return not_text(where, value, index)
+            if missing[first]:
+                return missing_value(where, _missing_what(part.dtype, value), index, errors, target)
+            return invalid_text(where, shown(value), index, errors, target)
+        if invalid.any():
+            if nan is None:
+                nan = cast_value(Exact.nan(), _DOUBLE, target, mode)
+            bits[invalid] = nan
+        out[start : start + part.size] = bits
+        start += part.size
+    return NUMPY.from_bits(out, target).reshape(shape)
 
 
 def parse_strings(
-    strings: np.ndarray,
-    target: TypeSpec,
-    mode: Mode,
-    *,
-    errors: str = "raise",
-    where: str = "",
-    origin: tuple[int, ...] | None = None,
+    strings: np.ndarray, target: TypeSpec, mode: Mode, *, errors: str = "raise", where: str = ""
 ) -> np.ndarray:
     """Read a NumPy array of strings (StringDType, ``U``, ``S``, or objects holding ``str`` or
     ``bytes``) as the numeric type ``target`` by R9 (or R12's numpy style, per ``mode``).
@@ -89,7 +173,8 @@ def parse_strings(
     Parameters
     ----------
     strings : numpy.ndarray
-        The strings; bytes are decoded as UTF-8.
+        The strings; bytes are decoded as UTF-8.  Missing values (a StringDType's
+        ``na_object``, None or NaN in an object array) are invalid text.
     target : TypeSpec
         A numeric type.
     mode : Mode
@@ -100,43 +185,23 @@ def parse_strings(
         first one's index and text, or become NaN (targets without a NaN still raise).
     where : str
         Prefix of error messages (the operator and the pair).
-    origin : tuple of int, optional
-        Where ``strings`` starts in a larger array (a block of a lazy one): error messages
-        give indices in the larger array.
 
     Returns
     -------
     numpy.ndarray
         The values, of ``target``'s NumPy dtype and ``strings``' shape.
+
+    Raises
+    ------
+    InvalidStringError
+        Invalid text or a missing value, unless ``errors="coerce"`` makes it NaN.
+    UnsupportedTypeError
+        An object array holds an element that is no text and no missing value.
     """
-    strings = np.asarray(strings)
-    shape = strings.shape
-    original = strings.reshape(-1)
-    if original.dtype.kind in "US" and not original.dtype.isnative:
-        original = original.astype(original.dtype.newbyteorder("="))
-    flat, foreign = _as_string_array(np.ascontiguousarray(original))
-    bits, invalid = _parse_bits(flat, foreign, target, mode)
-    if invalid.any():
-        first = int(np.argmax(invalid))
-        index = _index_of(first, shape)
-        if origin is not None:
-            index = tuple(i + o for i, o in zip(index, origin, strict=True))
-        text = _shown(original[first : first + 1].tolist()[0])
-        prefix = f"{where}: " if where else ""
-        if errors != "coerce":
-            raise InvalidStringError(
-                f"{prefix}the string {text} at index {index} is not a number (R9: "
-                "[+-]digits[.digits][(e|E)[+-]digits], inf, infinity or nan, with ASCII "
-                "whitespace around); pass errors='coerce' to read such strings as NaN"
-            )
-        if not spec_strings.has_nan(target):
-            raise InvalidStringError(
-                f"{prefix}the string {text} at index {index} is not a number, and "
-                f"errors='coerce' cannot make it NaN: {target.name} has no NaN"
-            )
-        bits[invalid] = cast_value(Exact.nan(), _DOUBLE, target, mode)
-    storage = np.dtype(f"uint{target.storage_bits}")
-    return NUMPY.from_bits(bits.astype(storage), target).reshape(shape)
+    result = read_strings(strings, target, mode, errors=errors, where=where)
+    if isinstance(result, Problem):
+        raise result.exception()
+    return result
 
 
 def _output_kind(like: Any) -> str:
@@ -163,53 +228,74 @@ def _from_ascii(raw: np.ndarray, kind: str, width: int | None = None) -> np.ndar
     return text.astype(object) if kind == "O" else text
 
 
-def _decoded(items: list[Any], shape: tuple[int, ...]) -> list[str]:
-    """The texts of STRING elements (bytes decoded as UTF-8), or an InvalidStringError that
-    names the first element that is not text: no ``str``/``bytes``, or bytes that are not
-    UTF-8.  (STRING has no NaN, so ``errors="coerce"`` cannot help here.)"""
+def _decoded(
+    items: list[Any],
+    shape: tuple[int, ...],
+    dtype: np.dtype[Any],
+    missing: np.ndarray | None,
+    where: str,
+) -> list[str] | Problem:
+    """The texts of STRING elements (bytes decoded as UTF-8), or the problem of the first
+    element that is not text: a missing value (STRING has no NaN, so ``errors="coerce"``
+    cannot help), bytes that are not UTF-8, or an object that is no text."""
     texts: list[str] = []
+    prefix = f"{where}: " if where else ""
     for i, v in enumerate(items):
+        if missing[i] if missing is not None else is_missing(v):
+            what = _missing_what(dtype, v)
+            return missing_value(where, what, index_of(i, shape), "raise", None)
         if isinstance(v, bytes):
             try:
                 v = v.decode("utf-8")
             except UnicodeDecodeError as exc:
-                raise InvalidStringError(
-                    f"the bytes {_shown(v)} at index {_index_of(i, shape)} are not UTF-8 text "
-                    f"(R9 decodes bytes as UTF-8: {exc.reason} at byte {exc.start})"
-                ) from None
+                return Problem(
+                    index_of(i, shape),
+                    InvalidStringError,
+                    f"{prefix}the bytes {shown(v)} at index ",
+                    f" are not UTF-8 text (R9 decodes bytes as UTF-8: {exc.reason} at byte "
+                    f"{exc.start})",
+                )
         elif not isinstance(v, str):
-            raise InvalidStringError(
-                f"the element {_shown(v)} at index {_index_of(i, shape)} is not a string"
-            )
+            return not_text(where, v, index_of(i, shape))
         texts.append(v)
     return texts
 
 
-def _encoded(texts: list[str], shape: tuple[int, ...]) -> list[bytes]:
-    """The UTF-8 bytes of ``texts``, or an InvalidStringError naming the first text that
-    UTF-8 cannot encode (one holding a lone surrogate such as ``'\\ud800'``)."""
+def _encoded(texts: list[str], shape: tuple[int, ...], where: str) -> list[bytes] | Problem:
+    """The UTF-8 bytes of ``texts``, or the problem of the first text that UTF-8 cannot
+    encode (one holding a lone surrogate such as ``'\\ud800'``)."""
     out: list[bytes] = []
+    prefix = f"{where}: " if where else ""
     for i, text in enumerate(texts):
         try:
             out.append(text.encode("utf-8"))
         except UnicodeEncodeError as exc:
-            raise InvalidStringError(
-                f"the string {_shown(text)} at index {_index_of(i, shape)} holds a lone "
-                f"surrogate ({text[exc.start]!r} at position {exc.start}), which UTF-8 cannot "
-                "encode, so a UTF-8 string array cannot hold it"
-            ) from None
+            return Problem(
+                index_of(i, shape),
+                InvalidStringError,
+                f"{prefix}the string {shown(text)} at index ",
+                f" holds a lone surrogate ({text[exc.start]!r} at position {exc.start}), which "
+                "UTF-8 cannot encode, so a UTF-8 string array cannot hold it",
+            )
     return out
 
 
-def _strings_as(strings: np.ndarray, kind: str) -> np.ndarray:
-    """STRING -> STRING: the same texts in the string ``kind`` (bytes decoded as UTF-8).
+def _strings_as(strings: np.ndarray, kind: str, where: str = "") -> np.ndarray | Problem:
+    """STRING -> STRING: the same texts in the string ``kind`` (bytes decoded as UTF-8), or
+    the problem of the first element that cannot be.
 
     ``U`` and object arrays of ``str`` hold any text; ``S``, bytes objects and StringDType
     hold UTF-8, so a text with a lone surrogate cannot go there (an InvalidStringError)."""
-    items = strings.reshape(-1).tolist()
-    texts = _decoded(items, strings.shape)
+    flat = strings.reshape(-1)
+    # StringDType says which elements are missing; an object array's None and NaN are.
+    missing = _as_string_array(flat)[1] if flat.dtype.kind == "T" else None
+    texts = _decoded(flat.tolist(), strings.shape, flat.dtype, missing, where)
+    if isinstance(texts, Problem):
+        return texts
     if kind in "SBT":
-        raw = _encoded(texts, strings.shape)  # checks every text once
+        raw = _encoded(texts, strings.shape, where)  # checks every text once
+        if isinstance(raw, Problem):
+            return raw
         if kind == "S":
             return np.array(raw, dtype="S").reshape(strings.shape)
         if kind == "B":
@@ -224,12 +310,17 @@ def _strings_as(strings: np.ndarray, kind: str) -> np.ndarray:
     return out.reshape(strings.shape)
 
 
+def _raised(result: np.ndarray | Problem) -> np.ndarray:
+    """``result``, or its problem raised."""
+    if isinstance(result, Problem):
+        raise result.exception()
+    return result
+
+
 def _host(x: Any, adapter: Any) -> np.ndarray:
-    """A numeric array of any library as a native-order NumPy array (bits kept)."""
-    host = np.asarray(x) if isinstance(x, (np.ndarray, np.generic)) else adapter.to_numpy(x)
-    if not host.dtype.isnative:
-        host = host.astype(host.dtype.newbyteorder("="))
-    return host
+    """A numeric array of any library as a NumPy array (bits kept; its byte order too: the
+    formatting brings each block to native order)."""
+    return np.asarray(x) if isinstance(x, (np.ndarray, np.generic)) else adapter.to_numpy(x)
 
 
 def _is_other_library(like: Any) -> bool:
@@ -273,7 +364,7 @@ def cast_strings(
     if target.kind is Kind.STRING:
         kind = _output_kind(like)
         if source.kind is Kind.STRING:
-            return _strings_as(np.asarray(array), kind)
+            return _raised(_strings_as(np.asarray(array), kind, plan.describe()))
         host = _host(array, adapter)
         return _format_blocks(host, source, _style(mode), kind)
     result = parse_strings(np.asarray(array), target, mode, errors=errors, where=plan.describe())
@@ -292,26 +383,22 @@ def _format_blocks(host: np.ndarray, source: TypeSpec, style: str, kind: str) ->
     longest text, as ``numpy.array(list_of_texts)`` makes it: when there are several blocks,
     a first pass measures them (formatting twice costs time, never memory)."""
     total = host.size
-    contiguous = host.flags.c_contiguous
-
-    def block(start: int) -> np.ndarray:
-        stop = min(start + FORMAT_BLOCK, total)
-        # flat[] copies one block of a strided array, never the whole array.
-        part = host.reshape(-1)[start:stop] if contiguous else host.flat[start:stop]
-        return _text_bytes(part, source, style)
-
-    starts = range(0, total, FORMAT_BLOCK)
     if total <= FORMAT_BLOCK:
-        return _from_ascii(block(0), kind).reshape(host.shape)
+        return _from_ascii(_text_bytes(host, source, style), kind).reshape(host.shape)
+
+    def blocks() -> Iterator[np.ndarray]:
+        return (_text_bytes(part, source, style) for part in _flat_parts(host, FORMAT_BLOCK))
+
     out: np.ndarray
     if kind in "SU":
-        width = max(int(np.strings.str_len(block(i)).max(initial=1)) for i in starts)
+        width = max(int(np.strings.str_len(raw).max(initial=1)) for raw in blocks())
         out = np.empty(total, dtype=f"{kind}{width}")
     else:
         out = np.empty(total, dtype=object if kind in "OB" else _SD)
-    for start in starts:
-        raw = block(start)
+    start = 0
+    for raw in blocks():
         out[start : start + raw.size] = raw if kind in "SUT" else _from_ascii(raw, kind)
+        start += raw.size
     return out.reshape(host.shape)
 
 
@@ -356,22 +443,29 @@ def _text_width(source: TypeSpec) -> int:
 
 
 def format_block(block: np.ndarray, plan: Any, kind: str) -> np.ndarray:
-    """The text of a NumPy ``block`` of ``plan.source`` (R9), of :func:`block_text_dtype`."""
-    source = plan.source
-    if source.kind is Kind.STRING:
-        return _strings_as(np.asarray(block), kind)
-    raw = _text_bytes(block, source, _style(plan.mode))
-    return _from_ascii(raw, kind, _text_width(source)).reshape(block.shape)
+    """The text of a NumPy ``block`` of the numeric ``plan.source`` (R9), of
+    :func:`block_text_dtype` (a block in either byte order)."""
+    raw = _text_bytes(block, plan.source, _style(plan.mode))
+    return _from_ascii(raw, kind, _text_width(plan.source)).reshape(block.shape)
 
 
-def parse_block(
-    block: np.ndarray, plan: Any, errors: str, origin: tuple[int, ...] | None = None
-) -> np.ndarray:
-    """The numbers of a NumPy ``block`` of strings (R9), with error messages giving indices
-    in the whole array (``origin``: where the block starts in it)."""
-    return parse_strings(
-        block, plan.target, plan.mode, errors=errors, where=plan.describe(), origin=origin
-    )
+def read_block(block: np.ndarray, plan: Any, errors: str, kind: str) -> np.ndarray | Problem:
+    """A NumPy ``block`` of strings cast to ``plan.target`` (a number; or STRING, as texts of
+    ``kind``), or the :class:`Problem` of its first element that cannot be cast, with its
+    index in the block: the caller decides which block's problem to raise."""
+    block = np.asarray(block)
+    if plan.target.kind is Kind.STRING:
+        return _strings_as(block, kind, plan.describe())
+    return read_strings(block, plan.target, plan.mode, errors=errors, where=plan.describe())
+
+
+def block_can_fail(plan: Any, errors: str, dtype: np.dtype[Any]) -> bool:
+    """Whether :func:`read_block` can find a problem in a block of ``dtype``.  Only a cast
+    to a target with a NaN, under ``errors="coerce"``, from a string array that holds only
+    text or missing values (no object array, which may hold numbers) never does."""
+    if plan.target.kind is Kind.STRING or dtype.kind == "O":
+        return True
+    return errors != "coerce" or not spec_strings.has_nan(plan.target)
 
 
 def deliver_numbers(result: np.ndarray, plan: Any, like: Any) -> Any:

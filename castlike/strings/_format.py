@@ -285,8 +285,11 @@ _FEW = 64
 
 
 def _text_bytes(x: np.ndarray, source: TypeSpec, style: str) -> np.ndarray:
-    """The text of every element of the NumPy array ``x`` (type ``source``), flat, as ``S``."""
+    """The text of every element of the NumPy array ``x`` (type ``source``, either byte
+    order), flat, as ``S``."""
     flat = np.ascontiguousarray(x).reshape(-1)
+    if not flat.dtype.isnative:  # the bits are read from memory: big-endian ones swapped
+        flat = flat.astype(flat.dtype.newbyteorder("="))
     if source.kind is Kind.BOOL or source.bits <= 16:
         bits = NUMPY.bits(flat, source)
         if flat.size * _FEW < (1 << source.bits):

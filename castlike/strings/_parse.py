@@ -12,8 +12,9 @@ from ..spec import strings as spec_strings
 from ..spec.reference import Exact, cast_value
 from ..spec.rules import Mode
 from ..spec.types import Kind, Special, TypeSpec
-from ._common import _CHUNK, _DOUBLE, _SD, _T, _U64
+from ._common import _CHUNK, _DOUBLE, _NAN_SD, _SD, _T, _U64
 from ._format import _POW10, _chunks, _digit_count, _style
+from ._problems import is_missing
 from ._shortest import _mul_full
 
 # == STRING -> number: the byte matrix ============================================================
@@ -74,24 +75,46 @@ def _byte_matrix(flat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return raw.view(np.uint8).reshape(-1, width), long_rows
 
 
-def _as_string_array(flat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """A flat array of any string kind as StringDType/U/S, and the rows that hold neither
-    ``str`` nor ``bytes`` (object arrays only)."""
+def _as_string_array(flat: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A flat array of any string kind as StringDType/U/S holding text in every row, the
+    rows that are missing values, and the rows of an object array that hold no text.
+
+    Missing values are a StringDType's ``na_object`` elements and an object array's None and
+    NaN; their rows (and those that hold no text) become empty text, which no grammar reads
+    as a number, so that the caller decides what they give.
+    """
+    none = np.zeros(flat.shape, bool)
+    if flat.dtype.kind == "T":
+        if not hasattr(flat.dtype, "na_object"):
+            return flat, none, none
+        # Only a NaN-like na_object is visible to a vectorised test (np.isnan): convert to
+        # one (missing values stay missing), then give those rows an empty text, since
+        # NumPy's string functions refuse missing values ("the length of a null string").
+        clean = flat.astype(_NAN_SD)
+        missing = np.isnan(clean)
+        clean[missing] = ""
+        return clean, missing, none
     if flat.dtype.kind != "O":
-        return flat, np.zeros(flat.shape, bool)
+        return flat, none, none
     items = flat.tolist()
     kinds = {type(v) for v in items}
     if kinds <= {str}:
         try:
-            return np.array(items, dtype=_SD), np.zeros(flat.shape, bool)
+            return np.array(items, dtype=_SD), none, none
         except UnicodeEncodeError:  # a lone surrogate, which StringDType (UTF-8) cannot hold
-            return np.array([_encodable(v) for v in items], dtype=_SD), np.zeros(flat.shape, bool)
+            return np.array([_encodable(v) for v in items], dtype=_SD), none, none
     if kinds <= {bytes}:
-        return np.array(items, dtype="S"), np.zeros(flat.shape, bool)
-    # Mixed or foreign objects: every row goes the exact way (R9 decodes bytes as UTF-8).
-    bad = np.array([not isinstance(v, (str, bytes)) for v in items], dtype=bool)
+        return np.array(items, dtype="S"), none, none
+    # Mixed, missing or foreign objects: every text row goes the exact way (R9 decodes
+    # bytes as UTF-8).
+    missing = np.array([is_missing(v) for v in items], dtype=bool)
+    text = np.array([isinstance(v, (str, bytes)) for v in items], dtype=bool)
     texts = [v.decode("utf-8", "replace") if isinstance(v, bytes) else v for v in items]
-    return np.array([_encodable(t) if isinstance(t, str) else "\x00" for t in texts], _SD), bad
+    return (
+        np.array([_encodable(t) if isinstance(t, str) else "" for t in texts], _SD),
+        missing,
+        ~text & ~missing,
+    )
 
 
 def _encodable(text: str) -> str:
@@ -550,12 +573,13 @@ def _chunk_bits(rows: _Rows, target: TypeSpec, mode: Mode, bits: np.ndarray) -> 
 
 
 def _parse_bits(
-    flat: np.ndarray, foreign: np.ndarray, target: TypeSpec, mode: Mode
+    flat: np.ndarray, skip: np.ndarray, target: TypeSpec, mode: Mode
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Result bits (uint64) of every string, and which strings are not numbers."""
+    """Result bits (uint64) of every string, and which strings are not numbers (the rows
+    ``skip``, which hold no text, among them)."""
     total = flat.shape[0]
     bits = np.zeros(total, _U64)
-    invalid = foreign.copy()
+    invalid = skip.copy()
     if target.kind is Kind.BOOL and _style(mode) == "numpy":
         # onnx.reference: astype(bool) of the strings is their truth: non-empty -> True.
         if flat.dtype.kind == "T":
@@ -577,9 +601,9 @@ def _parse_bits(
             exact[start:stop] = rows.exact
         if width < _MAX_WIDTH and long_rows.any():
             # Longer than the width the sample suggested: a batch of their own, wider.
-            again = np.flatnonzero(long_rows & ~foreign)
-            more_bits, more_invalid = _parse_bits(flat[again], foreign[again], target, mode)
+            again = np.flatnonzero(long_rows & ~skip)
+            more_bits, more_invalid = _parse_bits(flat[again], skip[again], target, mode)
             bits[again], invalid[again] = more_bits, more_invalid
             exact[again] = False
-    _exact_rows(flat, np.flatnonzero(exact & ~foreign), target, mode, bits, invalid)
+    _exact_rows(flat, np.flatnonzero(exact & ~skip), target, mode, bits, invalid)
     return bits, invalid
