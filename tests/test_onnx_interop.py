@@ -49,7 +49,15 @@ def _bits(a: np.ndarray, t: TypeSpec) -> np.ndarray:
 
 @pytest.mark.parametrize("shape", SHAPES, ids=str)
 @pytest.mark.parametrize("t", NUMERIC, ids=_name)
+def _onnx_knows(t: TypeSpec) -> None:
+    """Skip a type the installed onnx predates (INT2/UINT2 came with onnx 1.20, FLOAT6* later):
+    onnx's own helpers, which these tests compare with, cannot read or write it."""
+    if not hasattr(TensorProto, t.name):
+        pytest.skip(f"onnx {onnx.__version__} has no {t.name}")
+
+
 def test_round_trip_matches_numpy_helper(t: TypeSpec, shape: tuple[int, ...]) -> None:
+    _onnx_knows(t)
     a = _patterns(t, shape)
     tensor = from_array(a, name="x")
     assert tensor.data_type == t.code
@@ -97,6 +105,7 @@ _TYPED_FIELD_VALUES = {
 @pytest.mark.parametrize("code", list(_TYPED_FIELD_VALUES), ids=lambda c: c.name)
 def test_typed_fields_read_like_numpy_helper(code: OnnxType) -> None:
     """Tensors written to float_data / int32_data / int64_data / ... (not raw_data)."""
+    _onnx_knows(TYPES[code])
     values = _TYPED_FIELD_VALUES[code]
     tensor = helper.make_tensor("x", int(code), [len(values)], values, raw=False)
     assert not tensor.HasField("raw_data")
@@ -270,6 +279,7 @@ def test_model_takes_its_opset() -> None:
 
 
 def test_model_validates_against_its_opset() -> None:
+    _onnx_knows(TYPES[_T.INT2])
     node = helper.make_node("Cast", ["x"], ["y"], to=TensorProto.INT2)
     model = _model(node, 24, TensorProto.FLOAT, TensorProto.INT2, "x")
     with pytest.raises(CastTypeError, match="INT2"):

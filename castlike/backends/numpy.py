@@ -261,9 +261,11 @@ class NumpyEngine(Engine):
         if source.is_integer and target.fmt.max_value < 2**24:
             # Every integer beyond +-2**24 is beyond the target's max, so clipping there keeps
             # the result, and the clipped integer is exact in FLOAT.
-            clipped = np.clip(x, -(1 << 24), 1 << 24).astype(np.float32)
+            # (A bound the source holds: NumPy 2.0 refuses -2**24 for an unsigned array.)
+            low = max(source.int_min, -(1 << 24))
+            clipped = np.clip(x, low, 1 << 24).astype(np.float32)
             index = self.float32_class_index(clipped.view(np.uint32))
-            return self.a.from_bits(np.take(self.class_table(target, mode, x), index), target)
+            return self.a.from_bits(self.a.take(self.class_table(target, mode, x), index), target)
         return super().to_small_float(x, source, target, mode, odd)
 
 
