@@ -9,12 +9,23 @@ The backends are, in the order they are asked: the built-in ones of
 then those of the ``castlike.backends`` entry points (read only when none of the others
 matches, so that they cost nothing otherwise).  A namespace none of them claims but that
 array-api-compat knows is served by the generic backend, :mod:`castlike.backends.array_api`.
+
+The entry points are read once per process, under a lock: a thread that needs them while
+another reads them waits for the reading to end, then dispatches with every backend it
+registered (it never falls through to the generic backend meanwhile).  Each entry point loads
+on its own: one that does not load (or gives no :class:`BackendInfo`, or a name already taken)
+is not retried, and does not keep the others from registering.  Its error is kept and raised
+again, the same each time, by every call whose answer it could change: a cast of an array no
+backend claims (the broken plugin may have been its backend), :func:`backend_info` of an
+unknown name (its message says so too) and :func:`backends`.  Arrays of the other backends
+are cast as usual.
 """
 
 from __future__ import annotations
 
 import importlib
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -42,7 +53,15 @@ __all__ = [
 _BACKENDS: dict[str, tuple[BackendInfo, Callable[[Any], bool]]] = {}
 #: The same as a tuple, which torch.compile reads as a constant (adapter_for is traced).
 _DISPATCH: tuple[tuple[BackendInfo, Callable[[Any], bool]], ...] = ()
+#: Set once every entry point was tried (after the registrations it made), under _LOCK.
 _ENTRY_POINTS_READ = False
+#: Why each entry point that was tried did not register (its message and the exception).
+_ENTRY_POINT_ERRORS: list[tuple[str, BaseException | None]] = []
+#: Whether this thread (the one holding _LOCK) is reading the entry points.
+_READING = False
+#: Held while the registry changes: register() and the reading of the entry points (which
+#: calls register(), hence reentrant).
+_LOCK = threading.RLock()
 
 #: Adapters already imported, by name.  A plain dict rather than ``lru_cache``, because
 #: torch.compile traces adapter_for/adapter_named: Dynamo ignores ``lru_cache`` (and then
@@ -104,14 +123,15 @@ def register(info: BackendInfo) -> None:
             raise CastValueError(f"BackendInfo.{field} must be a non-empty str, got {value!r}")
     if info.extra is not None and not isinstance(info.extra, str):
         raise CastValueError(f"BackendInfo.extra must be a str or None, got {info.extra!r}")
-    existing = _BACKENDS.get(info.name)
-    if existing is not None:
-        raise CastValueError(
-            f"a backend named {info.name!r} is already registered (adapter "
-            f"{existing[0].adapter}); pick another name"
-        )
-    _BACKENDS[info.name] = (info, _namespace_test(info))
-    _DISPATCH = tuple(_BACKENDS.values())
+    with _LOCK:
+        existing = _BACKENDS.get(info.name)
+        if existing is not None:
+            raise CastValueError(
+                f"a backend named {info.name!r} is already registered (adapter "
+                f"{existing[0].adapter}); pick another name"
+            )
+        _BACKENDS[info.name] = (info, _namespace_test(info))
+        _DISPATCH = tuple(_BACKENDS.values())
 
 
 for _builtin in BUILTIN_BACKENDS:
@@ -119,49 +139,84 @@ for _builtin in BUILTIN_BACKENDS:
 
 
 def _read_entry_points() -> bool:
-    """Register the backends of the ``castlike.backends`` entry points (once); whether any
-    was added.  Each entry point loads to a :class:`BackendInfo`."""
-    global _ENTRY_POINTS_READ
+    """Register the backends of the ``castlike.backends`` entry points, once per process
+    (each loads to a :class:`BackendInfo`); see the module's docstring for the errors.
+
+    Returns whether they are read: False only inside the reading, further up this thread's
+    stack (a plugin whose import casts an array), which then sees the backends registered so
+    far.
+    """
+    global _ENTRY_POINTS_READ, _READING
     if _ENTRY_POINTS_READ:
-        return False
-    _ENTRY_POINTS_READ = True
+        return True
+    with _LOCK:
+        if _ENTRY_POINTS_READ:  # read by another thread while this one waited
+            return True
+        if _READING:  # by this thread: only the lock's holder gets here
+            return False
+        _READING = True
+        try:
+            _register_entry_points()
+        finally:
+            _READING = False
+        # Only now: a thread that sees the flag without the lock finds every registration.
+        _ENTRY_POINTS_READ = True
+    return True
+
+
+def _register_entry_points() -> None:
     from importlib.metadata import entry_points
 
-    added = False
     for point in entry_points(group=ENTRY_POINT_GROUP):
+        where = f"the entry point {point.name} = {point.value} (group {ENTRY_POINT_GROUP})"
         try:
             info = point.load()
         except Exception as exc:  # a broken plugin: say which, whatever it raised
-            raise CastValueError(
-                f"the entry point {point.name} = {point.value} (group {ENTRY_POINT_GROUP}) "
-                f"does not load: {type(exc).__name__}: {exc}"
-            ) from exc
+            _ENTRY_POINT_ERRORS.append((f"{where} does not load: {type(exc).__name__}: {exc}", exc))
+            continue
         if not isinstance(info, BackendInfo):
-            raise CastValueError(
-                f"the entry point {point.name} = {point.value} (group {ENTRY_POINT_GROUP}) "
-                f"gives a {type(info).__name__}, not a castlike.backends.BackendInfo"
-            )
+            message = f"{where} gives a {type(info).__name__}, not a castlike.backends.BackendInfo"
+            _ENTRY_POINT_ERRORS.append((message, None))
+            continue
         if info.name in _BACKENDS and _BACKENDS[info.name][0] == info:
             continue  # registered by a register() call too
-        register(info)
-        added = True
-    return added
+        try:
+            register(info)
+        except CastValueError as exc:
+            _ENTRY_POINT_ERRORS.append((f"{where}: {exc}", exc))
+
+
+def _raise_entry_point_errors() -> None:
+    """Raise, as a CastValueError, why the entry points that did not register did not."""
+    if _ENTRY_POINT_ERRORS:
+        cause = _ENTRY_POINT_ERRORS[0][1]
+        raise CastValueError("; ".join(message for message, _ in _ENTRY_POINT_ERRORS)) from cause
 
 
 def backends() -> list[BackendInfo]:
-    """Every backend castlike knows: built-in, registered, and of the entry points."""
+    """Every backend castlike knows: built-in, registered, and of the entry points.
+
+    Raises
+    ------
+    CastValueError
+        An entry point of the group ``castlike.backends`` does not give a backend.
+    """
     _read_entry_points()
-    return [info for info, _test in _BACKENDS.values()]
+    _raise_entry_point_errors()
+    return [info for info, _test in _DISPATCH]
 
 
 def backend_info(name: str) -> BackendInfo:
     """The backend named ``name``; a BackendTypeError listing the known ones otherwise."""
     found = _BACKENDS.get(name)
-    if found is None and _read_entry_points():
+    if found is None:
+        _read_entry_points()
         found = _BACKENDS.get(name)
     if found is None:
+        # The name may be that of a plugin that did not load: say so too.
+        broken = "".join(f"; {message}" for message, _ in _ENTRY_POINT_ERRORS)
         raise BackendTypeError(
-            f"castlike has no backend named {name!r}; known: {', '.join(_BACKENDS)}"
+            f"castlike has no backend named {name!r}; known: {', '.join(_BACKENDS)}{broken}"
         )
     return found[0]
 
@@ -210,8 +265,9 @@ def adapter_for(xp: Any) -> Adapter:
     for info, is_namespace in _DISPATCH:
         if is_namespace(xp):
             return adapter_named(info.name)
-    if _read_entry_points():
+    if not _ENTRY_POINTS_READ and _read_entry_points():
         return adapter_for(xp)
+    _raise_entry_point_errors()  # the plugin that did not load may be this array's
     from .array_api import adapter_for_namespace
 
     return adapter_for_namespace(xp)

@@ -40,6 +40,7 @@ __all__ = [
     "native_cast",
     "native_enabled",
     "native_kernel",
+    "result_strides",
     "run_native",
 ]
 
@@ -241,17 +242,56 @@ def native_kernel(source: TypeSpec, target: TypeSpec, mode: Mode) -> Any:
     return kernel_for(module, source, target, mode)
 
 
+def result_strides(x: torch.Tensor) -> tuple[int, ...]:
+    """The strides of a native cast's result: those of ``x`` when its elements fill their
+    memory without gaps or overlaps (contiguous, channels_last, channels_last_3d, any
+    permutation of the dimensions: the layout is kept, as torch's ``.to`` keeps it), else
+    row-major (a sliced or expanded ``x``).  The test of density is torch's own
+    (``is_non_overlapping_and_dense``), under which an empty tensor is dense too.
+
+    The real operator and its fake implementation both lay out their result by this function,
+    so that Inductor's compiled graph and the eager call agree on the layout (and the kernel,
+    which works on memory in order, on which element is which).
+    """
+    shape, strides = x.shape, x.stride()
+    dense = True
+    expected = 1
+    # Dimensions of size 1 can have any stride: they neither leave gaps nor overlap.
+    for d in sorted((d for d in range(x.dim()) if shape[d] != 1), key=lambda d: strides[d]):
+        if strides[d] != expected:
+            dense = False
+            break
+        expected *= shape[d]
+    if dense:
+        return tuple(strides)
+    row_major: list[int] = []
+    expected = 1
+    for size in reversed(shape):
+        row_major.append(expected)
+        expected *= max(size, 1)
+    return tuple(reversed(row_major))
+
+
+def _memory(t: torch.Tensor) -> np.ndarray:
+    """The elements of a tensor laid out without gaps or overlaps, in memory order, as a
+    one-dimensional NumPy view (no copy)."""
+    return t.as_strided((t.numel(),), (1,)).numpy()
+
+
 def run_native(
     kernel: Any, x: torch.Tensor, source: TypeSpec, dtype: torch.dtype, target: TypeSpec
 ) -> torch.Tensor:
     """Run a native kernel on a CPU tensor's memory (a zero-copy NumPy view of its bytes) into
-    a tensor torch allocates.  A non-contiguous tensor is made contiguous first (one copy, of
-    its same-width unsigned view: torch has no copy kernel for the shell dtypes)."""
+    a tensor torch allocates with :func:`result_strides`.  The kernel maps memory to memory,
+    element by element, so an input with the result's layout is read in place; any other (a
+    sliced or expanded one) is made contiguous first (one copy, of its same-width unsigned
+    view: torch has no copy kernel for the shell dtypes)."""
+    strides = result_strides(x)
     bits = x.view(UINT[source.storage_bits])
-    if not bits.is_contiguous():
-        bits = bits.contiguous()
-    out = torch.empty(x.shape, dtype=dtype)
-    kernel(bits.numpy(), out.view(UINT[target.storage_bits]).numpy(), _native.get_num_threads())
+    if bits.stride() != strides:
+        bits = bits.contiguous()  # row-major, as result_strides says for such an x
+    out = torch.empty_strided(x.shape, strides, dtype=dtype)
+    kernel(_memory(bits), _memory(out.view(UINT[target.storage_bits])), _native.get_num_threads())
     return out
 
 
@@ -309,4 +349,6 @@ def _native_cast_fake(
     profile: str,
     inf_to_fnuz_is_nan: bool,
 ) -> torch.Tensor:
-    return torch.empty_like(x, dtype=_native_cast_dtype(TYPES[_T(target_code)]))
+    # The layout of the real operator's result (run_native): Inductor asserts that they agree.
+    dtype = _native_cast_dtype(TYPES[_T(target_code)])
+    return x.new_empty_strided(x.shape, result_strides(x), dtype=dtype)

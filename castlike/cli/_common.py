@@ -11,7 +11,14 @@ from typing import Any
 from ..errors import CastValueError
 from ..spec.opsets import Op
 from ..spec.plan import Plan, resolve
-from ..spec.reference import Exact, cast_value, floor_log2
+from ..spec.reference import (
+    SPEC_GRAMMAR,
+    SPEC_WHITESPACE,
+    Exact,
+    cast_value,
+    floor_log2,
+    read_decimal,
+)
 from ..spec.rules import SATURATE_TYPES, Mode, RoundMode
 from ..spec.types import Kind, OnnxType, Special, TypeSpec, spec_of
 
@@ -158,17 +165,20 @@ def parse_value(text: str, source: TypeSpec) -> int:
     """The bits of ``source`` that hold the value written ``text``.
 
     ``0x...`` is taken as a raw bit pattern of ``source``.  Otherwise the text is read as an
-    exact decimal (or nan / inf) and rounded once into a float ``source``; an integer source
-    needs an integer in its range.  STRING sources have no bits: see :func:`read_string`.
+    exact decimal of R9's grammar (or nan / inf, :func:`read_exact`) and rounded once into a
+    float ``source``; an integer source needs an integer in its range.
     """
     if not source.is_numeric:
         raise CastValueError("STRING values have no bit pattern")  # callers check first
-    raw = text.strip()
+    raw = text.strip(SPEC_WHITESPACE)
     if raw.lower().startswith("0x"):
         try:
             bits = int(raw, 16)
         except ValueError:
-            raise CastValueError(f"{text!r} is not a hexadecimal bit pattern") from None
+            raise CastValueError(
+                f"{text!r} is not a number: neither 0x and hexadecimal digits (the bits of "
+                f"--from) nor R9's grammar, {SPEC_GRAMMAR}"
+            ) from None
         if bits >> max(source.bits, 1):
             raise CastValueError(f"{text!r} has more than {source.bits} bits ({source.name})")
         return bits
@@ -190,19 +200,16 @@ def parse_value(text: str, source: TypeSpec) -> int:
 
 
 def read_exact(text: str) -> Exact:
-    """An exact value from decimal text (``1e-3``, ``-0.0``, ``nan``, ``-inf``)."""
-    low = text.strip().lower().lstrip("+")
-    negative = low.startswith("-")
-    body = low.lstrip("-")
-    if body in ("nan",):
-        return Exact.nan(negative)
-    if body in ("inf", "infinity"):
-        return Exact.inf(negative)
-    try:
-        q = Fraction(body)
-    except (ValueError, ZeroDivisionError):
-        raise CastValueError(f"{text!r} is not a number") from None
-    return Exact("finite", negative, q)
+    """An exact value from decimal text of R9's grammar (``1e-3``, ``-0.0``, ``nan``,
+    ``-inf``), read in time bounded by the text's length whatever its exponent
+    (:func:`castlike.spec.reference.read_decimal`, the oracle's reader)."""
+    value = read_decimal(text)
+    if value is None:
+        raise CastValueError(
+            f"{text!r} is not a number: write {SPEC_GRAMMAR} (R9's grammar), "
+            "or 0x... for the bits of --from"
+        )
+    return value
 
 
 def short_number(q: Fraction) -> str:

@@ -13,7 +13,7 @@ import argparse
 from ..errors import CastValueError
 from ..spec import strings as spec_strings
 from ..spec.plan import Plan
-from ..spec.reference import Exact, Explanation, decode, explain
+from ..spec.reference import SPEC_GRAMMAR, Exact, Explanation, decode, explain
 from ..spec.rules import FLOAT8_TYPES as FLOAT8
 from ..spec.types import Kind, OnnxType, Special, TypeSpec, spec_of
 from ._common import (
@@ -170,7 +170,7 @@ def _from_string(args: argparse.Namespace, plan: Plan) -> list[str]:
         ]
     bits = spec_strings.string_to_bits(args.value, target, mode)
     if bits is None:
-        raise CastValueError(f"{args.value!r} is not a number by R9's grammar")
+        raise CastValueError(f"{args.value!r} is not a number: R9's grammar is {SPEC_GRAMMAR}")
     lines = [_line("result", _result(bits, target))]
     value = spec_strings.parse(args.value, mode.profile.rules.strings)
     if value is None:  # "true" / "false" into BOOL

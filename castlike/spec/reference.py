@@ -13,6 +13,7 @@ type of 16 bits or fewer and on the curated inputs of the wider ones.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import NamedTuple
@@ -36,12 +37,23 @@ __all__ = [
     "cast_value",
     "decode",
     "encode",
+    "exact_decimal",
     "explain",
     "floor_log2",
+    "read_decimal",
     "round_to_format",
 ]
 
 _FLOAT = spec_of(OnnxType.FLOAT)
+
+#: ASCII whitespace stripped before parsing (R9); Python's ``bytes.strip()`` set.
+SPEC_WHITESPACE = " \t\n\r\x0b\x0c"
+#: R9's grammar: ``[+-]? digits [. digits] [(e|E) [+-]? digits]`` (a leading or trailing
+#: point is allowed), or, case-insensitive, ``[+-]?(inf|infinity|nan)``.
+SPEC_NUMBER = re.compile(r"([+-]?)(\d*)(?:\.(\d*))?(?:[eE]([+-]?\d+))?", re.ASCII)
+SPEC_SPECIAL = re.compile(r"([+-]?)(inf|infinity|nan)", re.ASCII | re.IGNORECASE)
+#: R9's grammar in words, for error messages.
+SPEC_GRAMMAR = "[+-]digits[.digits][(e|E)[+-]digits], inf, infinity or nan"
 
 
 @dataclass(frozen=True)
@@ -54,7 +66,13 @@ class Exact:
 
     @classmethod
     def of(cls, value: Fraction | int | str) -> Exact:
-        """The exact value of a rational (``Fraction("1/3")``, an int, or a decimal string)."""
+        """The exact value of a rational (``Fraction(1, 3)``), an int, or decimal text by R9's
+        grammar (``"0.1"``, ``"-1e-3"``, ``"nan"``: :func:`read_decimal`)."""
+        if isinstance(value, str):
+            found = read_decimal(value)
+            if found is None:
+                raise ValueError(f"{value!r} is not a decimal of R9's grammar ({SPEC_GRAMMAR})")
+            return found
         q = Fraction(value)
         return cls("finite", q < 0, abs(q))
 
@@ -115,6 +133,109 @@ def floor_log2(q: Fraction) -> int:
 
 def _pow2(k: int) -> Fraction:
     return Fraction(1 << k) if k >= 0 else Fraction(1, 1 << -k)
+
+
+# -- reading decimal text exactly, in time bounded by its length -------------------------------
+
+#: Beyond 10**400 every float format overflows, every integer saturates and FLOAT8E8M0 is above
+#: its range; below 10**-400 every float format rounds to zero (the smallest DOUBLE subnormal is
+#: 2**-1074, about 4.9e-324) and FLOAT8E8M0 is below its range.  A value past either bound is
+#: read as a representative of the values there (see _decimal_value), so that no power of ten
+#: beyond 10**401 is ever built: "1e999999999" costs what "1e9" costs.
+_DECIDED_EXPONENT = 400
+#: Significant digits read exactly (of a value within the bounds above); the rest count only as
+#: nonzero or not, a sticky digit.  Every point where a rule changes (a midpoint of any format,
+#: an integer, a half-integer, 1.5 * 2**k) has its last digit above the 1100th: a DOUBLE
+#: subnormal midpoint has under 770 significant digits.
+_MAX_SIGNIFICANT_DIGITS = 1100
+#: The low decimal digits of the integer part kept above the bound: 10**64 is a multiple of
+#: 2**64, so they fix the low 64 bits that R7 (4-bit and 2-bit targets) and R8 keep.
+_WRAP_DIGITS = 64
+#: An exponent written with more digits than this is beyond any text's length: it decides the
+#: value whatever the digits before it (a text shorter than 10**19 characters).
+_LONGEST_EXPONENT = 20
+
+
+def _decimal_value(digits: str, exponent: int) -> Fraction:
+    """The magnitude ``int(digits) * 10**exponent``, or a representative of it past the bounds.
+
+    ``digits`` has no leading or trailing zero.  Past ``10**400`` the representative is
+    ``10**401`` plus the integer part's last 64 digits plus a fraction that stands for the
+    real one (its first digit, and a sticky 1/100 for any nonzero digit after it): above every
+    range, with the same low bits of the integer part and the same rounding of the fraction to
+    an integer (half to even, or toward zero).  Below ``10**-400`` it is ``10**-401``.
+    """
+    x = exponent + len(digits) - 1  # 10**x <= magnitude < 10**(x + 1)
+    if x < -_DECIDED_EXPONENT:
+        return Fraction(1, 10 ** (_DECIDED_EXPONENT + 1))
+    if x > _DECIDED_EXPONENT:
+
+        def digit(position: int) -> str:  # the digit of 10**position
+            i = x - position
+            return digits[i] if 0 <= i < len(digits) else "0"
+
+        low = int("".join(digit(p) for p in range(_WRAP_DIGITS - 1, -1, -1)))
+        sticky = len(digits) > x + 2  # a digit below 10**-1 (the last digit is not zero)
+        fraction = Fraction(int(digit(-1)), 10) + Fraction(int(sticky), 100)
+        return 10 ** (_DECIDED_EXPONENT + 1) + low + fraction
+    if len(digits) > _MAX_SIGNIFICANT_DIGITS:
+        rest = digits[_MAX_SIGNIFICANT_DIGITS:]  # not all zeros: the last digit is not zero
+        digits = digits[:_MAX_SIGNIFICANT_DIGITS] + "1"
+        exponent += len(rest) - 1
+    m = int(digits)
+    return Fraction(m * 10**exponent) if exponent >= 0 else Fraction(m, 10**-exponent)
+
+
+def exact_decimal(negative: bool, digits: str, exponent: int) -> Exact:
+    """The exact value of ``digits * 10**exponent`` with a sign, in time bounded by the length
+    of ``digits`` whatever ``exponent`` is; past ``10**+-400``, a representative that every
+    rule casts as it casts the value itself (see :func:`read_decimal`)."""
+    significant = digits.lstrip("0")
+    stripped = significant.rstrip("0")
+    if not stripped:
+        return Exact("finite", negative, Fraction(0))
+    exponent += len(significant) - len(stripped)
+    return Exact("finite", negative, _decimal_value(stripped, exponent))
+
+
+def read_decimal(text: str) -> Exact | None:
+    """The exact value of decimal text by R9's grammar, or None for text outside it.
+
+    The grammar, after stripping ASCII whitespace: ``[+-]? digits [. digits] [(e|E) [+-]?
+    digits]`` (a leading or trailing point is allowed), or, case-insensitive,
+    ``[+-]?(inf|infinity|nan)``.  ``1/3``, ``1_000`` and ``0x10`` are not in it.
+
+    The time is bounded by the text's length, not by the exponent's value: a magnitude beyond
+    ``10**400`` or below ``10**-400`` is read as a representative that every rule (every
+    float format, FLOAT8E8M0, saturating and wrapping integers, BOOL) casts to the same bits
+    as the value itself, so ``"1e999999999"`` and ``"1e-999999999"`` are read at once.  The
+    sign of zero is kept (``"-0"``).  This is the one exact reader of decimal text: the
+    command line, ``castlike explain`` and :meth:`Exact.of` use it, and the string rules
+    (:mod:`castlike.spec.strings`) read R9's strings with it.
+    """
+    s = text.strip(SPEC_WHITESPACE)
+    special = SPEC_SPECIAL.fullmatch(s)
+    if special:
+        negative = special.group(1) == "-"
+        return Exact.nan(negative) if special.group(2).lower() == "nan" else Exact.inf(negative)
+    number = SPEC_NUMBER.fullmatch(s)
+    if not number:
+        return None
+    sign, whole, frac, exp = number.groups()
+    frac = frac or ""
+    if not whole and not frac:
+        return None  # "", ".", "+", "e5"
+    exponent = 0
+    if exp:
+        exp_digits = exp.lstrip("+-").lstrip("0")
+        exponent = (
+            int(exp_digits or "0")
+            if len(exp_digits) <= _LONGEST_EXPONENT
+            else 10**_LONGEST_EXPONENT
+        )
+        if exp.startswith("-"):
+            exponent = -exponent
+    return exact_decimal(sign == "-", whole + frac, exponent - len(frac))
 
 
 def round_to_format(magnitude: Fraction, fmt: FloatFormat) -> Rounding:

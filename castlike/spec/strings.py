@@ -23,11 +23,19 @@ Parsing (STRING -> number)
 from __future__ import annotations
 
 import math
-import re
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 
-from .reference import Exact, cast_value, decode, encode, floor_log2
+from .reference import (
+    SPEC_WHITESPACE,
+    Exact,
+    cast_value,
+    decode,
+    encode,
+    exact_decimal,
+    floor_log2,
+    read_decimal,
+)
 from .rules import Mode
 from .types import Kind, OnnxType, Special, TypeSpec, spec_of
 
@@ -55,19 +63,6 @@ _STRING = spec_of(_T.STRING)
 
 #: The smallest magnitude DOUBLE rounds to infinity: 2**1024 - 2**970 (R9 "1e400" -> +Inf).
 DOUBLE_OVERFLOW = Fraction(2**1024 - 2**970)
-
-#: ASCII whitespace stripped before parsing (R9); Python's ``bytes.strip()`` set.
-SPEC_WHITESPACE = " \t\n\r\x0b\x0c"
-
-_SPEC_NUMBER = re.compile(r"([+-]?)(\d*)(?:\.(\d*))?(?:[eE]([+-]?\d+))?", re.ASCII)
-_SPEC_SPECIAL = re.compile(r"([+-]?)(inf|infinity|nan)", re.ASCII | re.IGNORECASE)
-
-#: Beyond these decimal exponents every rule gives the same answer as at the bound, so huge
-#: exponents ("1e99999999999") are clamped before any power of ten is built.
-_MAX_DECIMAL_EXPONENT = 400
-#: Significant digits read exactly; the rest count only as nonzero or not (see _exact_decimal).
-#: The longest decision point, a DOUBLE subnormal midpoint, has under 770 significant digits.
-_MAX_SIGNIFICANT_DIGITS = 1100
 
 #: ``numpy.ndarray.astype(str)`` writes float16/float32/float64 positionally below 10**n
 #: (from 1e-4 up), by NumPy release, newest first: NumPy 2.3 lowered FLOAT16's and FLOAT's
@@ -305,31 +300,12 @@ def format_value(value: Exact, t: TypeSpec, style: str = "spec") -> str:
 # -- parsing -----------------------------------------------------------------------------------
 
 
-def _exact_decimal(negative: bool, digits: str, exponent: int) -> Exact:
-    """The value of ``digits * 10**exponent`` (with sign), clamped where no rule can tell."""
-    digits = digits.lstrip("0")
-    if len(digits) > _MAX_SIGNIFICANT_DIGITS:
-        # Every point where a rule changes (a midpoint of any format, an integer, a
-        # half-integer, 1.5 * 2**k) has far fewer significant digits, so the digits beyond
-        # the limit only matter through whether any of them is nonzero (a sticky digit).
-        rest = digits[_MAX_SIGNIFICANT_DIGITS:]
-        digits = digits[:_MAX_SIGNIFICANT_DIGITS] + ("1" if rest.strip("0") else "0")
-        exponent += len(rest) - 1
-    m = int(digits) if digits else 0
-    if m == 0:
-        return Exact("finite", negative, Fraction(0))
-    m, exponent = _strip_zeros(m, exponent)
-    x = exponent + len(str(m)) - 1
-    if x > _MAX_DECIMAL_EXPONENT:
-        return Exact.inf(negative)
-    if x < -_MAX_DECIMAL_EXPONENT:
-        # Below every format's smallest half-subnormal and E8M0's range: any such magnitude
-        # gives the same result as this one.
-        return Exact("finite", negative, Fraction(1, 10 ** (_MAX_DECIMAL_EXPONENT + 1)))
-    mag = m * _pow10(exponent)
-    if mag >= DOUBLE_OVERFLOW:
-        return Exact.inf(negative)
-    return Exact("finite", negative, mag)
+def _within_double(value: Exact) -> Exact:
+    """R9: a magnitude that DOUBLE rounds to infinity reads as infinity ("1e400" -> +Inf
+    before the target's rules)."""
+    if value.kind == "finite" and value.magnitude >= DOUBLE_OVERFLOW:
+        return Exact.inf(value.negative)
+    return value
 
 
 def _as_text(text: str | bytes) -> str | None:
@@ -367,26 +343,8 @@ def parse(text: str | bytes, style: str = "spec") -> Exact | None:
         if math.isinf(f):
             return Exact.inf(f < 0)
         return Exact("finite", math.copysign(1.0, f) < 0, abs(Fraction(f)))
-    s = s.strip(SPEC_WHITESPACE)
-    special = _SPEC_SPECIAL.fullmatch(s)
-    if special:
-        negative = special.group(1) == "-"
-        if special.group(2).lower() == "nan":
-            return Exact.nan(negative)
-        return Exact.inf(negative)
-    number = _SPEC_NUMBER.fullmatch(s)
-    if not number:
-        return None
-    sign, whole, frac, exp = number.groups()
-    frac = frac or ""
-    if not whole and not frac:
-        return None  # "", ".", "+", "e5"
-    if len((exp or "0").lstrip("+-").lstrip("0")) > 7:
-        # Far beyond the clamp of _exact_decimal: no need to read every digit.
-        exponent = -(10**8) if exp.startswith("-") else 10**8
-    else:
-        exponent = int(exp or "0")
-    return _exact_decimal(sign == "-", whole + frac, exponent - len(frac))
+    value = read_decimal(s)  # the oracle's reader: exact, in time bounded by the length
+    return None if value is None else _within_double(value)
 
 
 def _parse_python_exact(s: str) -> Exact | None:
@@ -402,7 +360,7 @@ def _parse_python_exact(s: str) -> Exact | None:
         return Exact.inf(d.is_signed())
     sign, digit_tuple, exponent = d.as_tuple()
     assert isinstance(exponent, int)
-    return _exact_decimal(bool(sign), "".join(map(str, digit_tuple)), exponent)
+    return _within_double(exact_decimal(bool(sign), "".join(map(str, digit_tuple)), exponent))
 
 
 def has_nan(t: TypeSpec) -> bool:
