@@ -10,8 +10,9 @@ import numpy as np
 from .. import _native
 from .._engine import Engine
 from .._native.routes import kernel_for
-from ..spec.tables import DOUBLE_CLASS_BITS, double_class_table
-from ..spec.types import TYPES, OnnxType, TypeSpec
+from ..spec.rules import Mode
+from ..spec.tables import DOUBLE_CLASS_BITS, byte_table, double_class_table
+from ..spec.types import TYPES, Kind, OnnxType, TypeSpec
 from ._base import Adapter
 
 __all__ = ["ADAPTER", "NUMPY_DTYPES", "NumpyAdapter", "NumpyEngine"]
@@ -98,7 +99,20 @@ class NumpyAdapter(Adapter):
         u = np.asarray(x).view(_UINTS[t.storage_bits])
         if t.is_sub_byte:
             return u & np.uint8((1 << t.bits) - 1)
+        if t.kind is Kind.BOOL:
+            # R8: a bool whose byte is not 0 or 1 (foreign memory) is True, as NumPy reads it.
+            return (u != 0).view(np.uint8)
         return u
+
+    def pattern_table(self, source: TypeSpec, target: TypeSpec, mode: Mode, like: Any) -> Any:
+        if source.kind is Kind.BOOL:  # indexed by the byte itself (see pattern_index)
+            return byte_table(source, target, mode)
+        return super().pattern_table(source, target, mode, like)
+
+    def pattern_index(self, x: Any, t: TypeSpec) -> np.ndarray:
+        if t.kind is Kind.BOOL:
+            return np.asarray(x).view(np.uint8)  # any byte: the table has 256 entries
+        return self.bits(x, t)
 
     def from_bits(self, u: Any, t: TypeSpec) -> np.ndarray:
         storage = _UINTS[t.storage_bits]

@@ -419,6 +419,15 @@ class TorchEngine(Engine):
             out_bits[start : start + self.BLOCK] = block.view(out_bits.dtype)
         return out.reshape(x.shape)
 
+    def by_pattern_table(self, x: Any, source: TypeSpec, target: TypeSpec, mode: Mode) -> Any:
+        if source.kind is Kind.BOOL and (torch.compiler.is_compiling() or x.device.type != "cpu"):
+            # R8: a bool whose byte is not 0 or 1 (foreign memory) is True.  Eager CPU ops
+            # (.to(), the gathers by the byte table) read it so; Inductor's code converts the
+            # byte as a number (measured: 2 -> INT16 gave 2), and other devices' kernels are
+            # not measured.  A comparison gives a bool of 0/1 first (fused under compile).
+            x = x.view(torch.uint8) != 0
+        return super().by_pattern_table(x, source, target, mode)
+
     def _fuses_to_one_loop(self, source: TypeSpec, target: TypeSpec, mode: Mode) -> bool:
         """Whether Inductor compiles this cast's torch ops into one vectorised loop that is
         faster than the opaque native operator (measured: docs/torch.rst): from FLOAT or
