@@ -212,6 +212,8 @@ class TorchAdapter(Adapter):
         u = self.storage(x, t)
         if t.is_sub_byte:
             return u & ((1 << t.bits) - 1)
+        if t.kind is Kind.BOOL:  # R8: a byte that is not 0 or 1 (foreign memory) is True
+            return (u != 0).view(torch.uint8)
         return u
 
     def int_bits(self, x: Any, t: TypeSpec) -> torch.Tensor:
