@@ -165,11 +165,11 @@ class NumpyEngine(Engine):
 
     What it overrides, and why: :meth:`cast` (the native kernels first; a broadcast array's
     distinct elements only; byte-swapped input to native order; large wide arrays block by
-    block in the caches), :meth:`from_wide` (NumPy's
-    floating-point warnings silenced: NaN and Inf are handled by the rules explicitly) and
-    :meth:`to_small_float` (one gather from the DOUBLE class table, and integers clipped to
-    +-2**24 then exact in FLOAT: fewer passes than the shared step, on NumPy's uint64
-    arithmetic).  The exhaustive and curated tests hold them to the same bits.
+    block in the caches), :meth:`from_wide` (NumPy's floating-point warnings silenced: NaN
+    and Inf are handled by the rules explicitly) and :meth:`to_small_float` (one gather from
+    the DOUBLE class table, and integers clipped to +-2**24 then exact in FLOAT: fewer passes
+    than the shared step, on NumPy's uint64 arithmetic).  The exhaustive and curated tests
+    hold them to the same bits.
     """
 
     #: Elements per block for the wide paths: their temporaries then stay in the CPU caches.
