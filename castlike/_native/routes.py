@@ -18,6 +18,7 @@ from ..spec.rules import Mode, float_to_int_zeroes
 from ..spec.tables import (
     DOUBLE_CLASS_BITS,
     FLOAT32_CLASS_BITS,
+    byte_table,
     double_class_table,
     float32_class_table,
     pattern_table,
@@ -31,11 +32,10 @@ _T = OnnxType
 
 def _type_key(source: TypeSpec) -> str:
     """How a type of an arithmetic kernel is named in a kernel name: ``f32``/``f64`` for
-    FLOAT/DOUBLE (which arrive as their bits), ``i8`` ... ``u64`` for integers, BOOL as ``u8``."""
+    FLOAT/DOUBLE (which arrive as their bits), ``i8`` ... ``u64`` for integers (BOOL's kernels
+    are chosen by :func:`_from_bool`)."""
     if source.is_float:
         return f"f{source.bits}"
-    if source.kind is Kind.BOOL:
-        return "u8"
     return f"{'i' if source.kind is Kind.SIGNED else 'u'}{source.bits}"
 
 
@@ -87,14 +87,16 @@ def route(source: TypeSpec, target: TypeSpec, mode: Mode) -> tuple[str, dict[str
     if _T(source.code) in _HALF_KEYS and _T(target.code) in _WIDE_FLOAT_KEYS:
         # R3: widening is exact, with nothing to decide; the CPU's conversion where it has one.
         return f"widen:{_HALF_KEYS[_T(source.code)]}:{_WIDE_FLOAT_KEYS[_T(target.code)]}", {}
-    arithmetic = source.kind is Kind.BOOL or (source.is_integer and not source.is_sub_byte)
+    if source.kind is Kind.BOOL:
+        return _from_bool(source, target, mode)
+    arithmetic = source.is_integer and not source.is_sub_byte
     if source.storage_bits <= 16 and not arithmetic:
         # Every pattern of the source, cast once by the spec's table: one gather.
         table = pattern_table(source, target, mode)
         mask = (1 << source.bits) - 1
         return f"gather:{_storage(source)}:{_storage(target)}", {"table": table, "mask": mask}
-    # Integers and BOOL (a uint8 of 0/1) of every width, FLOAT and DOUBLE: arithmetic kernels
-    # (an integer source's kernel is a conversion, a mask or a clamp: faster than a gather).
+    # Integers of every width, FLOAT and DOUBLE: arithmetic kernels (an integer source's kernel
+    # is a conversion, a mask or a clamp: faster than a gather).
     s, t = _T(source.code), _T(target.code)
     key = _type_key(source)
     rules = mode.profile.rules
@@ -130,6 +132,33 @@ def route(source: TypeSpec, target: TypeSpec, mode: Mode) -> tuple[str, dict[str
     return f"float_class:{key}:u8", params
 
 
+def _from_bool(source: TypeSpec, target: TypeSpec, mode: Mode) -> tuple[str, dict[str, Any]]:
+    """A BOOL source, whose storage byte the kernels read.
+
+    R8: a BOOL is 0 or 1 whatever its byte holds (NumPy, PyTorch and JAX read any nonzero byte
+    as True; an array made from foreign memory may hold 2 or 255).  Each kernel here reads
+    every byte so, in its one pass: a comparison with 0 (-> BOOL), a clamp to ``[0, 1]``,
+    BOOL's own range, before the low bits are kept (-> integers), the ``b8`` conversions, which
+    compare the byte with 0 first (-> FLOAT, DOUBLE, FLOAT16, BFLOAT16: 0 and 1 are exact in
+    each, so every profile's variant is the same), and a gather from the byte table (-> the
+    floats of 8 bits or fewer).
+    """
+    t = _T(target.code)
+    if target.kind is Kind.BOOL:
+        return "nonzero:u8:u8", {"mask": 0xFF}
+    if target.is_integer:
+        params = {"mask": (1 << target.bits) - 1, "variant": 1}
+        params.update(ilo=source.int_min, ihi=source.int_max)
+        return f"int_to_int:u8:{_storage(target)}", params
+    if t is _T.FLOAT or t is _T.DOUBLE:
+        return f"convert:b8:f{target.bits}", {}
+    if t is _T.FLOAT16:
+        return "float16:b8:u16", {}
+    if t is _T.BFLOAT16:
+        return "bfloat16:b8:u16", {}
+    return "gather:u8:u8", {"table": byte_table(source, target, mode), "mask": 0xFF}
+
+
 def _to_integer(
     source: TypeSpec, target: TypeSpec, mode: Mode, key: str
 ) -> tuple[str, dict[str, Any]]:
@@ -137,7 +166,7 @@ def _to_integer(
     if target.is_sub_byte:
         mask = (1 << target.bits) - 1
         saturate = rules.sub_byte_range == "saturate"
-        if not source.is_float:  # integers and BOOL
+        if not source.is_float:  # integers
             params: dict[str, Any] = {"mask": mask}
             if saturate:
                 params.update(
@@ -159,7 +188,7 @@ def _to_integer(
             params.update(pre_lo=float(target.int_min), pre_hi=float(target.int_max))
         return f"float_to_sub_byte:{key}:u8", params
     tkey = _type_key(target)
-    if not source.is_float:  # integers and BOOL
+    if not source.is_float:  # integers
         return f"int_to_int:{key}:u{target.bits}", {"mask": (1 << target.bits) - 1}
     # Truncation with saturation: clamp to bounds exact in the source format; a maximum the
     # format cannot hold is reached by x >= int_max + 1 instead.
@@ -193,5 +222,5 @@ def clear_caches() -> None:
 
     _fastpath.clear()
     _kernel.cache_clear()
-    for table in (pattern_table, float32_class_table, double_class_table):
+    for table in (pattern_table, byte_table, float32_class_table, double_class_table):
         table.cache_clear()

@@ -203,6 +203,10 @@ class ArrayApiEngine(Engine):
             # Exact in FLOAT; from there FLOAT's rules give FLOAT16's results (one rounding).
             x, source = self.float_astype(x, _FLOAT), _FLOAT
         if source.kind is Kind.BOOL:
+            if target.kind is Kind.BOOL:
+                # Not astype: a copy keeps a byte that is not 0 or 1 (foreign memory), where a
+                # comparison gives the True of the library's own reading (R8: nonzero).
+                return self.xp.not_equal(x, False)
             return self.a.astype(x, target)  # True -> 1, False -> 0: the standard says so
         return self.from_wide(x, source, target, mode)
 

@@ -47,7 +47,7 @@ from ._base import Adapter
 if TYPE_CHECKING:
     from ..spec.plan import Plan
 
-__all__ = ["ADAPTER", "JAX_DTYPES", "JaxAdapter", "JaxEngine", "x64_enabled"]
+__all__ = ["ADAPTER", "JAX_DTYPES", "JaxAdapter", "JaxEngine", "canonical_bool", "x64_enabled"]
 
 _T = OnnxType
 
@@ -130,6 +130,17 @@ def x64_enabled() -> bool:
     return bool(jax.dtypes.canonicalize_dtype(np.float64) == np.dtype(np.float64))
 
 
+def canonical_bool(x: Any) -> Any:
+    """A bool array whose bytes are 0 or 1: R8 reads any nonzero byte as True.
+
+    XLA keeps a bool's storage byte as it came (from a NumPy array, over DLPack ...), and its
+    operations read a byte that is not 0 or 1 in different ways (measured, jax 0.10, XLA:CPU:
+    the conversion to uint8 gives the byte itself, a select its lowest bit, ``x != False``
+    the byte under ``jit``).  The byte as uint8 compared with 0 is a bool XLA reads one way.
+    """
+    return lax.ne(x.astype(_UINTS[8]), np.uint8(0))
+
+
 def _is_tracer(x: Any) -> bool:
     return isinstance(x, jax.core.Tracer)
 
@@ -189,7 +200,7 @@ class JaxAdapter(Adapter):
 
     def bits(self, x: Any, t: TypeSpec) -> Any:
         if t.kind is Kind.BOOL:
-            return x.astype(_UINTS[8])
+            return canonical_bool(x).astype(_UINTS[8])
         if t.is_sub_byte:
             # A bit cast to the unsigned type of the same width, then a (zero-extending)
             # widening: the low t.bits bits, whatever the sign or float encoding.
@@ -278,6 +289,11 @@ class JaxEngine(Engine):
     step is the shared one: XLA's unreliable float steps are declared on the adapter
     (``flushes_subnormals``), and the engine does them in integers.
     """
+
+    def by_pattern_table(self, x: Any, source: TypeSpec, target: TypeSpec, mode: Mode) -> Any:
+        if source.kind is Kind.BOOL:  # XLA's own conversions read the byte (canonical_bool)
+            x = canonical_bool(x)
+        return super().by_pattern_table(x, source, target, mode)
 
     def cast(self, x: Any, plan: Plan) -> Any:
         # Options that cannot change this pair's result take their canonical values, so that

@@ -17,8 +17,9 @@ import numpy as np
 from .. import _native
 from .._engine import Engine
 from .._native.routes import kernel_for
-from ..spec.tables import DOUBLE_CLASS_BITS, double_class_table
-from ..spec.types import TYPES, OnnxType, TypeSpec
+from ..spec.rules import Mode
+from ..spec.tables import DOUBLE_CLASS_BITS, byte_table, double_class_table
+from ..spec.types import TYPES, Kind, OnnxType, TypeSpec
 from ._base import Adapter
 
 __all__ = ["ADAPTER", "NUMPY_DTYPES", "NumpyAdapter", "NumpyEngine"]
@@ -153,7 +154,20 @@ class NumpyAdapter(Adapter):
         u = np.asarray(x).view(_UINTS[t.storage_bits])
         if t.is_sub_byte:
             return u & np.uint8((1 << t.bits) - 1)
+        if t.kind is Kind.BOOL:
+            # R8: a bool whose byte is not 0 or 1 (foreign memory) is True, as NumPy reads it.
+            return (u != 0).view(np.uint8)
         return u
+
+    def pattern_table(self, source: TypeSpec, target: TypeSpec, mode: Mode, like: Any) -> Any:
+        if source.kind is Kind.BOOL:  # indexed by the byte itself (see pattern_index)
+            return byte_table(source, target, mode)
+        return super().pattern_table(source, target, mode, like)
+
+    def pattern_index(self, x: Any, t: TypeSpec) -> np.ndarray:
+        if t.kind is Kind.BOOL:
+            return np.asarray(x).view(np.uint8)  # any byte: the table has 256 entries
+        return self.bits(x, t)
 
     def from_bits(self, u: Any, t: TypeSpec) -> np.ndarray:
         storage = _UINTS[t.storage_bits]
@@ -197,6 +211,9 @@ class NumpyAdapter(Adapter):
 
         def run(x: np.ndarray) -> np.ndarray:
             if not x.dtype.isnative:
+                distinct = _distinct(x)  # before the copy to native order
+                if distinct is not None:
+                    return _repeated(run(distinct), x.shape)
                 x = x.astype(x.dtype.newbyteorder("="))
             return _run_kernel(kernel, x, target)
 
@@ -206,12 +223,13 @@ class NumpyAdapter(Adapter):
 class NumpyEngine(Engine):
     """The shared rules, run by the native kernels where they cover the cast.
 
-    What it overrides, and why: :meth:`cast` (the native kernels first; byte-swapped input to
-    native order; large wide arrays block by block in the caches), :meth:`from_wide` (NumPy's
-    floating-point warnings silenced: NaN and Inf are handled by the rules explicitly) and
-    :meth:`to_small_float` (one gather from the DOUBLE class table, and integers clipped to
-    +-2**24 then exact in FLOAT: fewer passes than the shared step, on NumPy's uint64
-    arithmetic).  The exhaustive and curated tests hold them to the same bits.
+    What it overrides, and why: :meth:`cast` (the native kernels first; a broadcast array's
+    distinct elements only; byte-swapped input to native order; large wide arrays block by
+    block in the caches), :meth:`from_wide` (NumPy's floating-point warnings silenced: NaN
+    and Inf are handled by the rules explicitly) and :meth:`to_small_float` (one gather from
+    the DOUBLE class table, and integers clipped to +-2**24 then exact in FLOAT: fewer passes
+    than the shared step, on NumPy's uint64 arithmetic).  The exhaustive and curated tests
+    hold them to the same bits.
     """
 
     #: Elements per block for the wide paths: their temporaries then stay in the CPU caches.
@@ -219,6 +237,9 @@ class NumpyEngine(Engine):
 
     def cast(self, x: Any, plan: Any) -> Any:
         x = np.asarray(x)
+        distinct = _distinct(x)
+        if distinct is not None:  # a broadcast array: each distinct element once
+            return _repeated(self.cast(distinct, plan), x.shape)
         if not x.dtype.isnative:  # byte-swapped data (a Dask block, say): native order first
             x = x.astype(x.dtype.newbyteorder("="))
         source, target = plan.source, plan.target
@@ -269,9 +290,36 @@ class NumpyEngine(Engine):
         return super().to_small_float(x, source, target, mode, odd)
 
 
+def _distinct(x: np.ndarray) -> np.ndarray | None:
+    """The distinct elements of a broadcast array: ``x`` with every axis of stride 0 (and
+    length 2 or more) taken at length 1, a view; None where ``x`` has no such axis.
+
+    Casting these and repeating the result costs memory and time for the result only, where
+    the kernels' contiguous copy of a broadcast input would be as large as the input it
+    stands for (``np.broadcast_to`` of a row to 10**7 rows, say).
+    """
+    if 0 not in x.strides or x.size <= 1:  # the usual case, decided by one tuple search
+        return None
+    if not any(stride == 0 and n > 1 for stride, n in zip(x.strides, x.shape, strict=True)):
+        return None
+    return x[tuple(slice(0, 1) if stride == 0 else slice(None) for stride in x.strides)]
+
+
+def _repeated(cast: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """The cast of :func:`_distinct`'s elements repeated to ``shape``: a new C-contiguous,
+    writeable array, as NumPy's ``astype`` of a broadcast array gives."""
+    out = np.empty(shape, dtype=cast.dtype)
+    np.copyto(out, cast)
+    return out
+
+
 def _run_kernel(kernel: Any, x: np.ndarray, target: TypeSpec) -> np.ndarray:
     """Run a native kernel on ``x`` into a new array of ``target``'s dtype."""
     if not (x.flags.c_contiguous and x.flags.aligned):
+        # A broadcast array is never C-contiguous: checked here, at no cost to the others.
+        distinct = _distinct(x)
+        if distinct is not None:
+            return _repeated(_run_kernel(kernel, distinct, target), x.shape)
         x = np.array(x, order="C")  # one aligned, contiguous copy; the kernels read it once
     out = np.empty(x.shape, dtype=NUMPY_DTYPES[_T(target.code)])
     kernel(x, out, _native.get_num_threads())

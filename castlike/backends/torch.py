@@ -212,6 +212,8 @@ class TorchAdapter(Adapter):
         u = self.storage(x, t)
         if t.is_sub_byte:
             return u & ((1 << t.bits) - 1)
+        if t.kind is Kind.BOOL:  # R8: a byte that is not 0 or 1 (foreign memory) is True
+            return (u != 0).view(torch.uint8)
         return u
 
     def int_bits(self, x: Any, t: TypeSpec) -> torch.Tensor:
@@ -361,7 +363,8 @@ def _check_strided(x: torch.Tensor) -> None:
 
 class TorchEngine(Engine):
     """The shared rules, every step of them; what this adds is where they run: the native
-    kernels for CPU tensors, and large CPU tensors block by block (see :meth:`cast`)."""
+    kernels for CPU tensors, large CPU tensors block by block, and an expanded tensor's
+    distinct elements only (see :meth:`cast`)."""
 
     a: TorchAdapter
 
@@ -385,9 +388,18 @@ class TorchEngine(Engine):
         elements whose temporaries the allocator recycles, each block written into the one
         result tensor.  Not under ``torch.compile`` (Inductor fuses the ops into one loop), not
         on other devices (their caching allocators recycle), not for one-op paths.
+
+        An expanded tensor (stride 0 along some axis, as ``expand`` and broadcasting make) is
+        cast on its distinct elements, and the result repeated into a new contiguous tensor:
+        the kernels' contiguous copy of the input would be as large as the input it stands
+        for.  Eagerly; a compiled graph broadcasts inside its own loops.
         """
         _check_strided(x)
         x = x.detach()
+        if not torch.compiler.is_compiling():
+            distinct = _distinct(x)
+            if distinct is not None:
+                return _repeated(self.cast(distinct, plan), x.shape, plan.target)
         source, target, mode = plan.source, plan.target, plan.mode
         if x.device.type == "cpu" and x.layout is torch.strided:
             if torch.compiler.is_compiling():
@@ -418,6 +430,15 @@ class TorchEngine(Engine):
             block = super().cast(flat[start : start + self.BLOCK], plan)
             out_bits[start : start + self.BLOCK] = block.view(out_bits.dtype)
         return out.reshape(x.shape)
+
+    def by_pattern_table(self, x: Any, source: TypeSpec, target: TypeSpec, mode: Mode) -> Any:
+        if source.kind is Kind.BOOL and (torch.compiler.is_compiling() or x.device.type != "cpu"):
+            # R8: a bool whose byte is not 0 or 1 (foreign memory) is True.  Eager CPU ops
+            # (.to(), the gathers by the byte table) read it so; Inductor's code converts the
+            # byte as a number (measured: 2 -> INT16 gave 2), and other devices' kernels are
+            # not measured.  A comparison gives a bool of 0/1 first (fused under compile).
+            x = x.view(torch.uint8) != 0
+        return super().by_pattern_table(x, source, target, mode)
 
     def _fuses_to_one_loop(self, source: TypeSpec, target: TypeSpec, mode: Mode) -> bool:
         """Whether Inductor compiles this cast's torch ops into one vectorised loop that is
@@ -450,6 +471,26 @@ class TorchEngine(Engine):
             return self.native_is_rule(_FLOAT, _BFLOAT16, mode)
         plan = plan_for(self.a.native_float8_plans, target, mode)
         return plan is not None and plan.repair == "none" and plan.native_nan is None
+
+
+def _distinct(x: torch.Tensor) -> torch.Tensor | None:
+    """An expanded tensor's distinct elements: ``x`` with every axis of stride 0 (and length
+    2 or more) narrowed to length 1, a view; None where ``x`` has no such axis."""
+    if 0 not in x.stride() or x.numel() <= 1:  # the usual case, decided by one tuple search
+        return None
+    if not any(stride == 0 and n > 1 for stride, n in zip(x.stride(), x.shape, strict=True)):
+        return None
+    return x[tuple(slice(0, 1) if stride == 0 else slice(None) for stride in x.stride())]
+
+
+def _repeated(cast: torch.Tensor, shape: torch.Size, target: TypeSpec) -> torch.Tensor:
+    """The cast of :func:`_distinct`'s elements repeated to ``shape``, a new contiguous tensor
+    (as ``.to()`` of an expanded tensor gives).  Copied through a same-width integer view:
+    torch has no copy kernel for the shell dtypes."""
+    out = torch.empty(shape, dtype=cast.dtype, device=cast.device)
+    gather = GATHER[target.storage_bits]
+    out.view(gather).copy_(cast.view(gather).expand(shape))
+    return out
 
 
 #: The one torch adapter (adapters hold no per-call state).

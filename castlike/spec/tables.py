@@ -3,6 +3,8 @@ rules, on the host, with no backend and no engine.
 
 * :func:`pattern_table`: the result bits of every bit pattern of a source of 16 bits or fewer.
   Any cast from such a source is then one gather, on any backend.
+* :func:`byte_table`: the same for a source held in one byte (BOOL and the sub-byte types),
+  indexed by the whole storage byte, so that a gather needs no mask and no normalisation.
 * :func:`float32_class_table`: FLOAT -> an 8-bit-or-smaller float target (float8, float4,
   float6, FLOAT8E8M0).  A FLOAT's result depends only on its sign, exponent, the top
   :data:`CLASS_MANTISSA_BITS` mantissa bits and whether any lower bit is set (the sticky bit),
@@ -30,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from .binary import cast_patterns
 from .rules import Mode
-from .types import TYPES, OnnxType, Special, TypeSpec, spec_of
+from .types import TYPES, Kind, OnnxType, Special, TypeSpec, spec_of
 
 if TYPE_CHECKING:
     import numpy as np
@@ -39,6 +41,7 @@ __all__ = [
     "CLASS_MANTISSA_BITS",
     "DOUBLE_CLASS_BITS",
     "FLOAT32_CLASS_BITS",
+    "byte_table",
     "double_class_table",
     "float32_class_index",
     "float32_class_table",
@@ -213,6 +216,30 @@ def pattern_table(source: TypeSpec, target: TypeSpec, mode: Mode) -> np.ndarray:
     if _keeps_nan_payload(source, target, mode):
         bits = _nan_keeping_payload(patterns, bits, source, target)
     return _read_only(bits.astype(np.dtype(f"uint{target.storage_bits}")))
+
+
+@lru_cache(maxsize=512)
+def byte_table(source: TypeSpec, target: TypeSpec, mode: Mode) -> np.ndarray:
+    """:func:`pattern_table` of a source held in one byte, with an entry for every storage byte.
+
+    BOOL (R8): every nonzero byte has the entry of 1.  NumPy, PyTorch and JAX read a bool
+    whose byte is not 0 or 1 (an array made from foreign memory, say) as True, and so does
+    castlike: a gather indexed by the byte itself then needs no pass to normalise it.  The
+    sub-byte types: the entry of the byte's low ``bits`` bits (the others are not the value's).
+    """
+    import numpy as np
+
+    if source.storage_bits != 8 or not source.is_numeric:
+        raise ValueError(f"no byte table for {source.name}")
+    table = pattern_table(source, target, mode)
+    if table.shape[0] == 256:
+        return table
+    byte = np.arange(256)
+    if source.kind is Kind.BOOL:
+        index = (byte != 0).astype(np.intp)
+    else:
+        index = byte & ((1 << source.bits) - 1)
+    return _read_only(table[index])
 
 
 def _has_class_table(target: TypeSpec) -> bool:

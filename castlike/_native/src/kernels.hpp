@@ -380,6 +380,15 @@ struct Convert {
   Out operator()(In x) const { return static_cast<Out>(x); }
 };
 
+//: A BOOL source for an `Op` that reads its uint8 as a number: the byte as 0 or 1 first (R8:
+//: any nonzero byte is True, as NumPy, PyTorch and JAX read a bool; foreign memory may hold 2
+//: or 255).  As min(byte, 1): one unsigned minimum in the same loop, which vectorises.
+template <class Op>
+struct FromBool : Op {
+  using Op::Op;
+  auto operator()(uint8_t x) const { return Op::operator()(std::min(x, uint8_t{1})); }
+};
+
 //: FLOAT/DOUBLE -> integer, truncating toward zero and saturating.  Reads `lo`/`hi` (bounds
 //: exact in F, the first the target's minimum), `limit` and `hi_result` (x >= limit gives
 //: hi_result, for maxima F cannot hold), `nan_result`.

@@ -44,8 +44,8 @@ constexpr Entry entry(const char* name) {
                int(sizeof(typename Op::OutT)), int(1 + sizeof...(Ops))};
 }
 
-//: Every family that takes an integer source, for the integer type I named `k` (BOOL travels
-//: as uint8: its 0/1 is the number R8 says it is).
+//: Every family that takes an integer source, for the integer type I named `k` (BOOL to the
+//: integers takes the uint8 ones, clamped to [0, 1]; to the floats, the "b8" entries below).
 #define CASTLIKE_INTEGER_SOURCE(I, k)                                                       \
   entry<FloatClass<Integer<I>, 0>, FloatClass<Integer<I>, 1>>("float_class:" k ":u8"),      \
       entry<IntToFloat16<I>>("float16:" k ":u16"),                                          \
@@ -68,6 +68,13 @@ const Entry kEntries[] = {
     CASTLIKE_INTEGER_SOURCE(uint32_t, "u32"),
     CASTLIKE_INTEGER_SOURCE(int64_t, "i64"),
     CASTLIKE_INTEGER_SOURCE(uint64_t, "u64"),
+    // BOOL ("b8") to the floats whose kernels read the byte as a number; to BOOL, integers and
+    // the small floats, routes picks kernels that read any byte as R8 says.  0 and 1 are exact
+    // in every float: BFLOAT16 takes the integer kernel's fastest variant (through FLOAT).
+    entry<FromBool<Convert<uint8_t, float>>>("convert:b8:f32"),
+    entry<FromBool<Convert<uint8_t, double>>>("convert:b8:f64"),
+    entry<FromBool<IntToFloat16<uint8_t>>>("float16:b8:u16"),
+    entry<FromBool<IntToBFloat16<uint8_t, 1>>>("bfloat16:b8:u16"),
     entry<Gather<uint8_t, uint8_t>>("gather:u8:u8"),
     entry<Gather<uint8_t, uint16_t>>("gather:u8:u16"),
     entry<Gather<uint8_t, uint32_t>>("gather:u8:u32"),
