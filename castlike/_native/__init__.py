@@ -11,19 +11,25 @@ Environment
 ``CASTLIKE_CPU=baseline|avx2|avx512``
     Use this CPU level (at most the best the CPU supports) instead of the best one.
 ``CASTLIKE_NUM_THREADS=N``
-    Threads for large arrays (default: the cores this process may run on); see
-    :func:`set_num_threads`.
+    The most threads the kernels run on at once, 1 to :data:`MAX_THREADS` (default: the cores
+    this process may run on); see :func:`set_num_threads`.  Any other value stops the import
+    with a :class:`~castlike.CastValueError` that says so.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import operator
 import os
 from types import ModuleType
 from typing import Any
 
+from ..errors import CastValueError
+
 __all__ = [
     "LEVELS",
+    "MAX_THREADS",
     "available_levels",
     "get_num_threads",
     "info",
@@ -73,7 +79,7 @@ def _select() -> tuple[ModuleType | None, str]:
     wanted = os.environ.get("CASTLIKE_CPU", "").strip().lower()
     if wanted:
         if wanted not in LEVELS:
-            raise ValueError(f"CASTLIKE_CPU={wanted!r}: expected one of {', '.join(LEVELS)}")
+            raise CastValueError(f"CASTLIKE_CPU={wanted!r}: expected one of {', '.join(LEVELS)}")
         usable = [lv for lv in levels if LEVELS.index(lv) <= LEVELS.index(wanted)]
         level = usable[-1]
         reason = f"CASTLIKE_CPU={wanted}" + ("" if level == wanted else " (not on this CPU)")
@@ -92,39 +98,87 @@ def module() -> ModuleType | None:
     return _MODULE
 
 
-def _default_threads() -> int:
+#: The most threads :func:`set_num_threads` and ``CASTLIKE_NUM_THREADS`` accept: far beyond
+#: what a memory-bound cast gains from, low enough that a mistaken value cannot ask for
+#: millions of threads.
+MAX_THREADS = 1024
+
+_THREADS_ALLOWED = f"an int of at least 1 and at most {MAX_THREADS}"
+
+
+def _threads_from_environment() -> int:
+    """``CASTLIKE_NUM_THREADS`` if set, else the cores this process may run on (at most
+    :data:`MAX_THREADS`)."""
     env = os.environ.get("CASTLIKE_NUM_THREADS", "").strip()
     if env:
-        value = int(env)
-        if value < 1:
-            raise ValueError(f"CASTLIKE_NUM_THREADS must be at least 1, got {env!r}")
+        try:
+            value = int(env, 10)
+        except ValueError:
+            value = 0
+        if not 1 <= value <= MAX_THREADS:
+            raise CastValueError(
+                f"CASTLIKE_NUM_THREADS={env!r}: expected {_THREADS_ALLOWED} "
+                "(or leave it unset for the cores this process may run on)"
+            )
         return value
     try:
-        return len(os.sched_getaffinity(0))
+        cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, MAX_THREADS))
 
 
-_THREADS = _default_threads()
+def _pool() -> ModuleType | None:
+    """The native thread pool (castlike._native._threads), if the extension is built."""
+    try:
+        return importlib.import_module("castlike._native._threads")
+    except ImportError:
+        return None
+
+
+_THREADS = _threads_from_environment()
+#: No native code at all where the kernels are not used (CASTLIKE_NATIVE=0 or not built).
+_POOL = _pool() if _MODULE is not None else None
+if _POOL is not None:
+    _POOL.set_limit(_THREADS)
 
 
 def get_num_threads() -> int:
-    """Threads the native kernels split a large array across."""
+    """The most threads the native kernels run on at once (see :func:`set_num_threads`)."""
     return _THREADS
 
 
 def set_num_threads(n: int) -> None:
-    """Set the threads the native kernels use for large arrays (small arrays use one).
+    """Set the most threads castlike's native kernels run on at once, in the whole process.
+
+    A large array (2**20 elements or more) is split across up to ``n`` threads: the calling
+    thread and workers of one pool that the process keeps (started when first needed).  Casts
+    made at the same time from several threads (Dask's threaded scheduler, a
+    ``ThreadPoolExecutor``) share those ``n`` threads: a cast waits, with the GIL released,
+    while all ``n`` are busy.  Small arrays run on the calling thread.
 
     Parameters
     ----------
     n : int
-        At least 1.  The default is ``CASTLIKE_NUM_THREADS`` or the cores this process may use.
+        1 to :data:`MAX_THREADS` (an ``int``, or an integer that ``operator.index`` takes, such
+        as ``numpy.int64``; not a ``bool``).  The default is ``CASTLIKE_NUM_THREADS`` or the
+        cores this process may run on.
+
+    Raises
+    ------
+    CastValueError
+        If ``n`` is not such an integer.
     """
     global _THREADS
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"the number of threads must be an int of at least 1, got {n!r}")
-    _THREADS = n
+    value = None
+    if not isinstance(n, bool):
+        with contextlib.suppress(TypeError):  # not an integer: refused below
+            value = operator.index(n)
+    if value is None or not 1 <= value <= MAX_THREADS:
+        raise CastValueError(f"set_num_threads: expected {_THREADS_ALLOWED}, got {n!r}")
+    if _POOL is not None:
+        _POOL.set_limit(value)
+    _THREADS = value
 
 
 def info() -> dict[str, Any]:

@@ -1,20 +1,36 @@
 // The Python face of the native kernels: a `Kernel` object binds one family instantiation to
 // its Params (tables and constants from castlike.spec, computed once per cast plan in
-// castlike._native.routes) and runs it on contiguous buffers, split across threads with the
-// GIL released.  The same source is compiled once per CPU level (CASTLIKE_VARIANT); Python
-// imports the best level this CPU supports.
+// castlike._native.routes) and runs it on contiguous buffers, with the GIL released, on the
+// process's one thread pool (threads.hpp).  The same source is compiled once per CPU level
+// (CASTLIKE_VARIANT); Python imports the best level this CPU supports.
+//
+// This is a boundary: whatever Python hands in is checked before a kernel runs (the name, the
+// variant, every table's length, class_bits, the constants a conversion needs to be defined,
+// the buffers' sizes, alignment and overlap), a Kernel never changes after construction, and
+// no C++ exception leaves a function that Python calls.
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <structmember.h>
 
 #include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstdarg>
+#include <cstdint>
+#include <cstdio>
 #include <cstring>
-#include <string>
-#include <thread>
-#include <vector>
+#include <exception>
+#include <limits>
+#include <new>
+#include <type_traits>
+
+#if defined(__GLIBCXX__)
+#include <cxxabi.h>
+#endif
 
 #include "fpenv.hpp"
 #include "kernels.hpp"
+#include "threads.hpp"
 
 #ifndef CASTLIKE_VARIANT
 #error "CASTLIKE_VARIANT must name the CPU level this module is compiled for"
@@ -29,19 +45,173 @@ namespace {
 
 using KernelFn = void (*)(const void*, void*, size_t, size_t, const Params&);
 
+// -- what each family accepts ------------------------------------------------------------------
+
+//: Why a Kernel's arguments were refused (a fixed buffer: checking allocates nothing).
+struct Why {
+  char text[240] = "";
+#if defined(__GNUC__)
+  __attribute__((format(printf, 2, 3)))
+#endif
+  bool fail(const char* format, ...) {
+    va_list args;
+    va_start(args, format);
+    std::vsnprintf(text, sizeof(text), format, args);
+    va_end(args);
+    return false;
+  }
+};
+
+//: The arguments of a Kernel besides its Params' values: whether a table and class_bits were
+//: given, and the table's size.
+struct Given {
+  bool table = false;
+  Py_ssize_t table_bytes = 0;
+  Py_ssize_t table_itemsize = 0;
+  bool class_bits = false;
+};
+
+bool no_table_nor_class_bits(const Given& given, Why& why) {
+  if (given.table) return why.fail("takes no table");
+  if (given.class_bits) return why.fail("takes no class_bits");
+  return true;
+}
+
+//: The table must hold exactly `entries` entries of `size` bytes: every index the kernel can
+//: compute is below `entries`.
+bool table_of(const Given& given, uint64_t entries, size_t size, Why& why) {
+  if (!given.table) {
+    return why.fail("needs a table of %llu entries of %zu byte(s)",
+                    static_cast<unsigned long long>(entries), size);
+  }
+  if (uint64_t(given.table_itemsize) != size || uint64_t(given.table_bytes) != entries * size) {
+    return why.fail("needs a table of %llu entries of %zu byte(s), got %zd bytes in entries of %zd",
+                    static_cast<unsigned long long>(entries), size, given.table_bytes,
+                    given.table_itemsize);
+  }
+  return true;
+}
+
+//: class_bits within [lowest, highest], so that every shift by it is defined and every class
+//: index fits 32 bits.
+bool class_bits_in(const Params& p, const Given& given, int lowest, int highest, Why& why) {
+  if (!given.class_bits) return why.fail("needs class_bits (%d to %d)", lowest, highest);
+  if (p.class_bits < lowest || p.class_bits > highest) {
+    return why.fail("class_bits must be %d to %d, got %d", lowest, highest, p.class_bits);
+  }
+  return true;
+}
+
+//: Whether every value of [lo, hi] converts to the integer W (its range, exact powers of two
+//: in F, is [min, max + 1)): what makes the kernel's float -> integer conversion defined.
+template <class F, class W>
+bool converts_to(F lo, F hi) {
+  const F low = F(std::numeric_limits<W>::min());
+  const F beyond = std::ldexp(F(1), std::numeric_limits<W>::digits);
+  return lo <= hi && lo >= low && hi < beyond;  // false for NaN
+}
+
+//: Families without a table, class bits or constants that decide whether their arithmetic is
+//: defined (a mask or a clamp of any value is).
+template <class Op>
+struct Check {
+  static bool ok(const Params&, const Given& given, Why& why) {
+    return no_table_nor_class_bits(given, why);
+  }
+};
+
+//: The spec's table of every pattern: `mask` within the source type, mask + 1 entries.
+template <class In, class Out>
+struct Check<Gather<In, Out>> {
+  static bool ok(const Params& p, const Given& given, Why& why) {
+    if (given.class_bits) return why.fail("takes no class_bits");
+    if (!given.table) {
+      return why.fail("needs a table of mask + 1 entries of %zu byte(s)", sizeof(Out));
+    }
+    if (p.mask > std::numeric_limits<In>::max()) {
+      return why.fail("mask 0x%llx has bits beyond the %d-bit source",
+                      static_cast<unsigned long long>(p.mask), int(8 * sizeof(In)));
+    }
+    return table_of(given, p.mask + 1, sizeof(Out), why);
+  }
+};
+
+//: The FLOAT class table: a class keeps 32 - class_bits bits and a sticky bit, so 2**(33 -
+//: class_bits) entries of one byte.
+template <class Source, int Variant>
+struct Check<FloatClass<Source, Variant>> {
+  static bool ok(const Params& p, const Given& given, Why& why) {
+    return class_bits_in(p, given, 1, 31, why) &&
+           table_of(given, uint64_t{1} << (33 - p.class_bits), 1, why);
+  }
+};
+
+//: The DOUBLE class table: 2**(65 - class_bits) entries, which fit 32-bit indices from 33 on.
+template <>
+struct Check<DoubleClass> {
+  static bool ok(const Params& p, const Given& given, Why& why) {
+    return class_bits_in(p, given, 33, 63, why) &&
+           table_of(given, uint64_t{1} << (65 - p.class_bits), 1, why);
+  }
+};
+
+//: Saturating float -> integer: [lo, hi] must convert to the kernel's integer lanes.
+template <class F, class Out>
+struct Check<FloatToInt<F, Out>> {
+  static bool ok(const Params& p, const Given& given, Why& why) {
+    using Work = typename FloatToInt<F, Out>::Work;
+    if (!no_table_nor_class_bits(given, why)) return false;
+    if (!converts_to<F, Work>(F(p.lo), F(p.hi))) {
+      return why.fail("lo and hi must satisfy lo <= hi within the %s%d range, got %g and %g",
+                      std::is_signed_v<Work> ? "int" : "uint", int(8 * sizeof(Work)), p.lo,
+                      p.hi);
+    }
+    return true;
+  }
+};
+
+//: Float -> sub-byte integer: every value is clamped to +-hi and then converted to an integer
+//: of F's width, so hi must be in [0, 2**31) for FLOAT and [0, 2**63) for DOUBLE.
+template <class F, int Variant>
+struct Check<FloatToSubByte<F, Variant>> {
+  static bool ok(const Params& p, const Given& given, Why& why) {
+    using Work = std::conditional_t<sizeof(F) == 4, int32_t, int64_t>;
+    if (!no_table_nor_class_bits(given, why)) return false;
+    if (!converts_to<F, Work>(-F(p.hi), F(p.hi))) {
+      return why.fail("hi must be from 0 to below 2**%d, got %g",
+                      std::numeric_limits<Work>::digits, p.hi);
+    }
+    return true;
+  }
+};
+
+using CheckFn = bool (*)(const Params&, const Given&, Why&);
+
 struct Entry {
   const char* name;
   KernelFn fn;
+  CheckFn check;
   int in_size;
   int out_size;
+  int in_align;
+  int out_align;
   int variants;
 };
 
-//: A kernel whose Variant 0, 1, ... are `Op, Ops...` (one Op: a family without variants).
+//: A kernel whose Variant 0, 1, ... are `Op, Ops...` (one Op: a family without variants).  The
+//: variants of a family share their checks.
 template <class Op, class... Ops>
 constexpr Entry entry(const char* name) {
-  return Entry{name, &map_variant<Op, Ops...>, int(sizeof(typename Op::InT)),
-               int(sizeof(typename Op::OutT)), int(1 + sizeof...(Ops))};
+  using In = typename Op::InT;
+  using Out = typename Op::OutT;
+  return Entry{name,
+               &map_variant<Op, Ops...>,
+               &Check<Op>::ok,
+               int(sizeof(In)),
+               int(sizeof(Out)),
+               int(alignof(In)),
+               int(alignof(Out)),
+               int(1 + sizeof...(Ops))};
 }
 
 //: Every family that takes an integer source, for the integer type I named `k` (BOOL to the
@@ -125,152 +295,269 @@ const Entry kEntries[] = {
 
 constexpr size_t kEntryCount = sizeof(kEntries) / sizeof(kEntries[0]);
 
-//: Elements below which a cast stays on the calling thread (starting threads costs more), and
-//: the fewest elements a thread is given.
-//: (Measured: below 2**20 elements the fastest kernels finish before a thread starts.)
+//: Elements below which a cast stays on the calling thread, and the fewest elements a thread
+//: is given.  (Measured when every call started its own threads: below 2**20 elements the
+//: fastest kernels finish before a thread has started.)
 constexpr Py_ssize_t kMinParallel = Py_ssize_t{1} << 20;
 constexpr Py_ssize_t kMinPerThread = Py_ssize_t{1} << 18;
+//: Below this many elements a cast keeps the GIL: releasing it costs more than the cast.
+constexpr Py_ssize_t kKeepGil = 4096;
+//: Chunks per thread: a worker that starts late still finds a share of the work.
+constexpr size_t kChunksPerThread = 4;
 
-void run_range(const Entry& e, const void* in, void* out, size_t begin, size_t end,
-               const Params& p) {
-  const FpEnvGuard guard;  // per thread: each has its own floating-point environment
-  e.fn(in, out, begin, end, p);
-}
+//: The pool of castlike._native._threads (set at import: the module fails to import without it).
+const PoolApi* g_pool = nullptr;
 
-void run_parallel(const Entry& e, const void* in, void* out, size_t n, const Params& p,
-                  int threads) {
-  const size_t per = ((n + size_t(threads) - 1) / size_t(threads) + 63) & ~size_t{63};
-  std::vector<std::thread> workers;
-  workers.reserve(size_t(threads) - 1);
-  for (int t = 1; t < threads; ++t) {
-    const size_t begin = std::min(n, per * size_t(t));
-    const size_t end = std::min(n, begin + per);
-    if (begin < end) workers.emplace_back(run_range, std::cref(e), in, out, begin, end, std::cref(p));
+// -- the boundary ------------------------------------------------------------------------------
+
+//: Runs `body`, a function Python calls: a C++ exception becomes a Python error instead of
+//: reaching std::terminate.  The forced unwind of a thread that the interpreter ends (at
+//: shutdown, when it takes the GIL back) is not an error and goes on.
+template <class R, class Body>
+R boundary(R failed, Body&& body) {
+  try {
+    return body();
+#if defined(__GLIBCXX__)
+  } catch (abi::__forced_unwind&) {
+    throw;
+#endif
+  } catch (const std::bad_alloc&) {
+    PyErr_NoMemory();
+  } catch (const std::exception& error) {
+    PyErr_Format(PyExc_RuntimeError, "castlike's native kernels: %s", error.what());
+  } catch (...) {
+    PyErr_SetString(PyExc_RuntimeError, "castlike's native kernels: an unknown C++ exception");
   }
-  run_range(e, in, out, 0, std::min(n, per), p);
-  for (auto& w : workers) w.join();
+  return failed;
 }
 
 // -- the Kernel type -------------------------------------------------------------------------
 
+//: Set once, by Kernel.__new__, and never changed: a call that released the GIL, another
+//: thread's call and a cached kernel all read the same Params and table.
 struct KernelObject {
   PyObject_HEAD
   vectorcallfunc vectorcall;  // calls skip tuple building: a small cast is mostly overhead
-  const Entry* entry;
+  const Entry* entry;         // never NULL in a Kernel that __new__ returned
   Params params;
   unsigned char* table;  // the kernel's own padded copy of its table (NULL when there is none)
+  bool initialised;      // __init__ ran (the one call that type(...) makes)
 };
 
 //: Bytes after every table (zeros): room for a wider read at the last entry.
 constexpr size_t kTablePadding = 64;
 
+//: One call's kernel, its buffers and Params: what a pool task runs.
+struct Call {
+  const Entry* entry;
+  const void* in;
+  void* out;
+  const Params* params;
+};
+
+void run_call(const void* context, size_t begin, size_t end) noexcept {
+  const Call& call = *static_cast<const Call*>(context);
+  const FpEnvGuard guard;  // per thread: each has its own floating-point environment
+  call.entry->fn(call.in, call.out, begin, end, *call.params);
+}
+
 void Kernel_dealloc(PyObject* self) {
   auto* k = reinterpret_cast<KernelObject*>(self);
-  PyMem_Free(k->table);
+  PyMem_RawFree(k->table);
   PyTypeObject* type = Py_TYPE(self);
   type->tp_free(self);
   Py_DECREF(type);  // instances of heap types own a reference to their type
 }
 
-int Kernel_init(PyObject* self, PyObject* args, PyObject* kwargs) {
-  auto* k = reinterpret_cast<KernelObject*>(self);
+const Entry* find_entry(const char* name) {
+  for (size_t i = 0; i < kEntryCount; ++i) {
+    if (std::strcmp(kEntries[i].name, name) == 0) return &kEntries[i];
+  }
+  return nullptr;
+}
+
+PyObject* Kernel_call(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames);
+
+//: Marks "not given" for class_bits (every valid value is positive).
+constexpr int kNoClassBits = INT_MIN;
+
+//: A PyArg converter: an integer from 0 to 2**64 - 1, else OverflowError (the "K" format would
+//: keep the low 64 bits of any int silently).
+int to_uint64(PyObject* object, void* address) {
+  PyObject* index = PyNumber_Index(object);
+  if (index == nullptr) return 0;
+  const unsigned long long value = PyLong_AsUnsignedLongLong(index);
+  Py_DECREF(index);
+  if (value == static_cast<unsigned long long>(-1) && PyErr_Occurred()) return 0;
+  *static_cast<unsigned long long*>(address) = value;
+  return 1;
+}
+
+//: Kernel(name, *, table=None, mask=..., class_bits=..., variant=0, ...): the whole
+//: construction; a Kernel is immutable from here on.
+PyObject* kernel_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
   static const char* keywords[] = {"name",  "table", "mask",   "class_bits", "variant",
                                    "lo",    "hi",    "limit",  "pre_lo",     "pre_hi",
                                    "ilo",   "ihi",   "nan_result", "hi_result", nullptr};
   const char* name = nullptr;
   PyObject* table = Py_None;
-  unsigned long long mask = ~0ULL, nan_result = 0, hi_result = 0;
-  int class_bits = 0, variant = 0;
-  double lo = 0, hi = 0, limit = 0;
-  double pre_lo = -std::numeric_limits<double>::infinity();
-  double pre_hi = std::numeric_limits<double>::infinity();
-  long long ilo = 0, ihi = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "s|$OKiidddddLLKK", const_cast<char**>(keywords),
-                                   &name, &table, &mask, &class_bits, &variant, &lo, &hi, &limit,
-                                   &pre_lo, &pre_hi, &ilo, &ihi, &nan_result, &hi_result)) {
-    return -1;
-  }
-  k->entry = nullptr;
-  for (size_t i = 0; i < kEntryCount; ++i) {
-    if (std::strcmp(kEntries[i].name, name) == 0) k->entry = &kEntries[i];
-  }
-  if (k->entry == nullptr) {
-    PyErr_Format(PyExc_ValueError, "no native kernel named %s", name);
-    return -1;
-  }
-  if (variant < 0 || variant >= k->entry->variants) {
-    PyErr_Format(PyExc_ValueError, "%s has no variant %d", name, variant);
-    return -1;
-  }
-  PyMem_Free(k->table);
-  k->table = nullptr;
   Params p;
-  if (table != Py_None) {
-    Py_buffer view;
-    if (PyObject_GetBuffer(table, &view, PyBUF_C_CONTIGUOUS) < 0) return -1;
-    k->table = static_cast<unsigned char*>(PyMem_Calloc(size_t(view.len) + kTablePadding, 1));
-    if (k->table == nullptr) {
-      PyBuffer_Release(&view);
-      PyErr_NoMemory();
-      return -1;
-    }
-    std::memcpy(k->table, view.buf, size_t(view.len));
-    PyBuffer_Release(&view);
-    p.table = k->table;
+  int class_bits = kNoClassBits;
+  unsigned long long mask = p.mask, nan_result = 0, hi_result = 0;
+  long long ilo = 0, ihi = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "s|$OO&iidddddLLO&O&",
+                                   const_cast<char**>(keywords), &name, &table, &to_uint64, &mask,
+                                   &class_bits, &p.variant, &p.lo, &p.hi, &p.limit, &p.pre_lo,
+                                   &p.pre_hi, &ilo, &ihi, &to_uint64, &nan_result, &to_uint64,
+                                   &hi_result)) {
+    return nullptr;
+  }
+  const Entry* e = find_entry(name);
+  if (e == nullptr) {
+    PyErr_Format(PyExc_ValueError, "no native kernel named '%s' (kernel_names() lists them)",
+                 name);
+    return nullptr;
+  }
+  if (p.variant < 0 || p.variant >= e->variants) {
+    PyErr_Format(PyExc_ValueError, "%s has variants 0 to %d, not %d", e->name, e->variants - 1,
+                 p.variant);
+    return nullptr;
   }
   p.mask = mask;
-  p.class_bits = class_bits;
-  p.variant = variant;
-  p.lo = lo;
-  p.hi = hi;
-  p.limit = limit;
-  p.pre_lo = pre_lo;
-  p.pre_hi = pre_hi;
+  p.class_bits = class_bits == kNoClassBits ? 0 : class_bits;
   p.ilo = ilo;
   p.ihi = ihi;
   p.nan_result = nan_result;
   p.hi_result = hi_result;
+
+  Given given;
+  given.class_bits = class_bits != kNoClassBits;
+  Py_buffer view;
+  if (table != Py_None) {
+    if (PyObject_GetBuffer(table, &view, PyBUF_C_CONTIGUOUS) < 0) return nullptr;
+    given.table = true;
+    given.table_bytes = view.len;
+    given.table_itemsize = view.itemsize;
+  }
+  Why why;
+  if (!e->check(p, given, why)) {
+    if (given.table) PyBuffer_Release(&view);
+    PyErr_Format(PyExc_ValueError, "%s: %s", e->name, why.text);
+    return nullptr;
+  }
+  unsigned char* copy = nullptr;
+  if (given.table) {
+    copy = static_cast<unsigned char*>(PyMem_RawCalloc(size_t(view.len) + kTablePadding, 1));
+    if (copy != nullptr) std::memcpy(copy, view.buf, size_t(view.len));
+    PyBuffer_Release(&view);
+    if (copy == nullptr) return PyErr_NoMemory();
+    p.table = copy;
+  }
+  auto* k = reinterpret_cast<KernelObject*>(type->tp_alloc(type, 0));
+  if (k == nullptr) {
+    PyMem_RawFree(copy);
+    return nullptr;
+  }
+  k->vectorcall = Kernel_call;
+  k->entry = e;
   k->params = p;
+  k->table = copy;
+  k->initialised = false;
+  return reinterpret_cast<PyObject*>(k);
+}
+
+PyObject* Kernel_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
+  return boundary<PyObject*>(nullptr, [&] { return kernel_new(type, args, kwargs); });
+}
+
+//: Kernel.__init__ does nothing (__new__ built the kernel) and runs once: a second call would
+//: change a kernel that a cache, another thread or a call without the GIL may be using.
+int Kernel_init(PyObject* self, PyObject*, PyObject*) {
+  auto* k = reinterpret_cast<KernelObject*>(self);
+  if (k->initialised) {
+    PyErr_SetString(PyExc_TypeError,
+                    "a castlike Kernel cannot be changed after construction: make a new Kernel");
+    return -1;
+  }
+  k->initialised = true;
   return 0;
 }
 
-//: kernel(source, out, threads): cast the contiguous buffer `source` into `out`.
-PyObject* Kernel_call(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+//: Whether [a, a + a_len) and [b, b + b_len) share a byte.
+bool overlap(const void* a, Py_ssize_t a_len, const void* b, Py_ssize_t b_len) {
+  const auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
+  return a_len > 0 && b_len > 0 && x < y + uintptr_t(b_len) && y < x + uintptr_t(a_len);
+}
+
+//: Takes the call's buffers and checks them: true with `in` and `out` held, or false with a
+//: Python error set and nothing held.
+bool get_buffers(const Entry& e, PyObject* source, PyObject* target, Py_buffer* in,
+                 Py_buffer* out) {
+  if (PyObject_GetBuffer(source, in, PyBUF_C_CONTIGUOUS) < 0) return false;
+  if (PyObject_GetBuffer(target, out, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0) {
+    PyBuffer_Release(in);
+    return false;
+  }
+  if (in->len % e.in_size != 0 || out->len != in->len / e.in_size * e.out_size) {
+    PyErr_Format(PyExc_ValueError,
+                 "%s: %zd source bytes in elements of %d bytes do not match %zd output bytes in "
+                 "elements of %d bytes",
+                 e.name, in->len, e.in_size, out->len, e.out_size);
+  } else if (reinterpret_cast<uintptr_t>(in->buf) % uintptr_t(e.in_align) != 0 ||
+             reinterpret_cast<uintptr_t>(out->buf) % uintptr_t(e.out_align) != 0) {
+    PyErr_Format(PyExc_ValueError,
+                 "%s: the source must be aligned to %d bytes and the output to %d bytes (copy "
+                 "them into new arrays)",
+                 e.name, e.in_align, e.out_align);
+  } else if (overlap(in->buf, in->len, out->buf, out->len)) {
+    PyErr_Format(PyExc_ValueError, "%s: the source and the output share memory", e.name);
+  } else {
+    return true;
+  }
+  PyBuffer_Release(in);
+  PyBuffer_Release(out);
+  return false;
+}
+
+//: kernel(source, out, threads): cast the C-contiguous buffer `source` into `out` on at most
+//: `threads` threads (and at most the pool's limit).
+PyObject* kernel_call(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   auto* k = reinterpret_cast<KernelObject*>(self);
   const Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
   if (nargs != 3 || kwnames != nullptr) {
     PyErr_SetString(PyExc_TypeError, "kernel(source, out, threads) takes 3 positional arguments");
     return nullptr;
   }
-  const long threads_arg = PyLong_AsLong(args[2]);
+  int overflow = 0;
+  const long threads_arg = PyLong_AsLongAndOverflow(args[2], &overflow);
   if (threads_arg == -1 && PyErr_Occurred()) return nullptr;
-  Py_buffer in, out;
-  if (PyObject_GetBuffer(args[0], &in, PyBUF_C_CONTIGUOUS) < 0) return nullptr;
-  if (PyObject_GetBuffer(args[1], &out, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0) {
-    PyBuffer_Release(&in);
+  if (overflow < 0 || (overflow == 0 && threads_arg < 1)) {
+    PyErr_SetString(PyExc_ValueError, "kernel(source, out, threads): threads must be at least 1");
     return nullptr;
   }
   const Entry& e = *k->entry;
+  Py_buffer in, out;
+  if (!get_buffers(e, args[0], args[1], &in, &out)) return nullptr;
   const Py_ssize_t n = in.len / e.in_size;
-  if (in.len % e.in_size != 0 || out.len != n * e.out_size) {
-    PyBuffer_Release(&in);
-    PyBuffer_Release(&out);
-    PyErr_Format(PyExc_ValueError, "%s: %zd source bytes do not match %zd output bytes", e.name,
-                 in.len, out.len);
-    return nullptr;
-  }
-  int threads = int(std::max(1L, std::min(threads_arg, 256L)));
-  threads = int(std::min<Py_ssize_t>(threads, std::max<Py_ssize_t>(1, n / kMinPerThread)));
-  if (n < kMinParallel) threads = 1;
-  if (threads == 1 && n < 4096) {
-    run_range(e, in.buf, out.buf, 0, size_t(n), k->params);  // not worth releasing the GIL
+  const Call call{&e, in.buf, out.buf, &k->params};
+  if (n == 0) {
+    // nothing to do
+  } else if (n < kKeepGil) {
+    // With the GIL held: the interpreter runs one such cast at a time, on a thread that would
+    // be running Python otherwise, so it takes no slot of the pool's limit.
+    run_call(&call, 0, size_t(n));
   } else {
+    // At most one thread per kMinPerThread elements (and the pool caps it at its limit).
+    long threads = overflow > 0 ? LONG_MAX : threads_arg;
+    threads = std::min<long>({threads, std::max<Py_ssize_t>(1, n / kMinPerThread), INT_MAX});
+    if (n < kMinParallel) threads = 1;
+    const size_t per = (size_t(n) + size_t(threads) * kChunksPerThread - 1) /
+                       (size_t(threads) * kChunksPerThread);
+    const size_t chunk = threads == 1 ? size_t(n) : (per + 63) & ~size_t{63};
+    const PoolTask task{&run_call, &call};
+    // Nothing below throws or touches Python until the GIL is back.
     Py_BEGIN_ALLOW_THREADS;
-    if (threads == 1) {
-      run_range(e, in.buf, out.buf, 0, size_t(n), k->params);
-    } else {
-      run_parallel(e, in.buf, out.buf, size_t(n), k->params, threads);
-    }
+    g_pool->run(task, size_t(n), chunk, int(threads));
     Py_END_ALLOW_THREADS;
   }
   PyBuffer_Release(&in);
@@ -278,13 +565,8 @@ PyObject* Kernel_call(PyObject* self, PyObject* const* args, size_t nargsf, PyOb
   Py_RETURN_NONE;
 }
 
-PyObject* Kernel_new(PyTypeObject* type, PyObject*, PyObject*) {
-  auto* k = reinterpret_cast<KernelObject*>(type->tp_alloc(type, 0));
-  if (k == nullptr) return nullptr;
-  k->vectorcall = Kernel_call;
-  k->entry = nullptr;
-  k->table = nullptr;
-  return reinterpret_cast<PyObject*>(k);
+PyObject* Kernel_call(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  return boundary<PyObject*>(nullptr, [&] { return kernel_call(self, args, nargsf, kwnames); });
 }
 
 PyObject* Kernel_tp_call(PyObject* self, PyObject* args, PyObject* kwargs) {
@@ -433,14 +715,51 @@ PyModuleDef kModule = {PyModuleDef_HEAD_INIT,
 }  // namespace
 }  // namespace castlike
 
+namespace castlike {
+namespace {
+
+//: The pool that castlike._native._threads shares with every kernel module (threads.hpp).
+const PoolApi* import_pool() {
+  PyObject* threads = PyImport_ImportModule(kPoolModule);
+  if (threads == nullptr) return nullptr;
+  PyObject* capsule = PyObject_GetAttrString(threads, kPoolAttribute);
+  Py_DECREF(threads);
+  if (capsule == nullptr) return nullptr;
+  // The capsule points into the _threads module, which stays loaded: the pointer outlives it.
+  auto* api = static_cast<const PoolApi*>(PyCapsule_GetPointer(capsule, kPoolCapsule));
+  Py_DECREF(capsule);
+  if (api != nullptr && api->abi != kPoolAbi) {
+    PyErr_Format(PyExc_ImportError, "%s is version %u, castlike's kernels need version %u",
+                 kPoolModule, api->abi, kPoolAbi);
+    return nullptr;
+  }
+  return api;
+}
+
+#if defined(CASTLIKE_SANITIZED)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+
+}  // namespace
+}  // namespace castlike
+
 PyMODINIT_FUNC CASTLIKE_MODULE_INIT(CASTLIKE_VARIANT)() {
   using namespace castlike;
+  g_pool = import_pool();
+  if (g_pool == nullptr) return nullptr;
   PyObject* m = PyModule_Create(&kModule);
   if (m == nullptr) return nullptr;
   PyObject* type = PyType_FromSpec(&Kernel_spec);
-  if (type == nullptr || PyModule_AddObject(m, "Kernel", type) < 0 ||
-      PyModule_AddStringConstant(m, "variant", CASTLIKE_STR(CASTLIKE_VARIANT)) < 0) {
+  if (type == nullptr || PyModule_AddObject(m, "Kernel", type) < 0) {
     Py_XDECREF(type);
+    Py_DECREF(m);
+    return nullptr;
+  }
+  // `sanitized`: built with AddressSanitizer and UndefinedBehaviorSanitizer (nox -s sanitize).
+  if (PyModule_AddStringConstant(m, "variant", CASTLIKE_STR(CASTLIKE_VARIANT)) < 0 ||
+      PyModule_AddObjectRef(m, "sanitized", kSanitized ? Py_True : Py_False) < 0) {
     Py_DECREF(m);
     return nullptr;
   }

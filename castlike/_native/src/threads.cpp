@@ -1,0 +1,372 @@
+// castlike._native._threads: the process's one pool of worker threads for the native kernels
+// (threads.hpp says how the kernel modules reach it).
+//
+// * Persistent: a worker is started when a large cast first wants one, at most
+//   set_num_threads() - 1 of them (the calling thread is the other), and then waits for work;
+//   a lower limit makes the surplus exit when idle.
+// * One limit for the whole process: every thread that runs a kernel, a caller or a worker,
+//   holds one of `limit` slots.  Casts from several Python threads (Dask's threaded scheduler,
+//   a ThreadPoolExecutor) share them, so nested parallelism never runs more threads than the
+//   limit; a caller that finds every slot taken waits, with the GIL released.
+// * Safe across fork: the child drops the parent's pool (whose threads it does not have, and
+//   whose mutex another parent thread may have held) and builds a new one on first use.
+// * Nothing throws: POSIX threads directly, and a worker that cannot be started (a pid or a
+//   memory limit) leaves its share of the work to the threads there are.
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <pthread.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <atomic>
+#include <climits>
+#include <cstddef>
+#include <new>
+
+#include "threads.hpp"
+
+namespace castlike {
+namespace {
+
+// -- POSIX primitives that report errors by value (a default, statically initialised mutex has
+// none to report) instead of throwing as std::mutex may ---------------------------------------
+
+class Mutex {
+ public:
+  void lock() noexcept { pthread_mutex_lock(&mutex_); }
+  void unlock() noexcept { pthread_mutex_unlock(&mutex_); }
+  pthread_mutex_t* native() noexcept { return &mutex_; }
+
+ private:
+  pthread_mutex_t mutex_ = PTHREAD_MUTEX_INITIALIZER;
+};
+
+class Lock {
+ public:
+  explicit Lock(Mutex& mutex) noexcept : mutex_(mutex) { mutex_.lock(); }
+  ~Lock() { mutex_.unlock(); }
+  Lock(const Lock&) = delete;
+  Lock& operator=(const Lock&) = delete;
+  Mutex& mutex() noexcept { return mutex_; }
+
+ private:
+  Mutex& mutex_;
+};
+
+class Condition {
+ public:
+  void wait(Lock& lock) noexcept { pthread_cond_wait(&cond_, lock.mutex().native()); }
+  void notify_all() noexcept { pthread_cond_broadcast(&cond_); }
+
+ private:
+  pthread_cond_t cond_ = PTHREAD_COND_INITIALIZER;
+};
+
+//: A worker's stack: the kernels need a few KiB (a block of indices); 1 MiB leaves room for
+//: sanitizer builds and costs less address space than the usual 8 MiB.
+constexpr size_t kWorkerStack = size_t{1} << 20;
+
+// -- the pool --------------------------------------------------------------------------------------
+
+//: One call's work, on the caller's stack: chunks are claimed in order by the caller and by the
+//: workers that join it, so a worker that starts late still takes a share.
+struct Job {
+  Job(const PoolTask& t, size_t size, size_t piece) noexcept : task(t), n(size), chunk(piece) {}
+
+  void drain() noexcept {
+    for (;;) {
+      const size_t begin = next.fetch_add(chunk, std::memory_order_relaxed);
+      if (begin >= n) return;
+      task.run(task.context, begin, std::min(n, begin + chunk));
+    }
+  }
+
+  const PoolTask& task;
+  const size_t n;
+  const size_t chunk;
+  std::atomic<size_t> next{0};
+  // Guarded by the pool's mutex:
+  int reserved = 0;         // slots reserved for workers that have not joined yet
+  int active = 0;           // workers running chunks of this job
+  Job* queued = nullptr;    // the next job in the queue
+};
+
+class Pool {
+ public:
+  explicit Pool(int limit) noexcept : limit_(limit) {}
+
+  void set_limit(int limit) noexcept {
+    Lock lock(mutex_);
+    limit_ = limit;
+    work_.notify_all();  // surplus workers exit
+    slots_.notify_all();
+  }
+
+  int workers() noexcept {
+    Lock lock(mutex_);
+    return workers_;
+  }
+
+  int peak_running(bool reset) noexcept {
+    Lock lock(mutex_);
+    const int peak = peak_;
+    if (reset) peak_ = running_;
+    return peak;
+  }
+
+  void run(const PoolTask& task, size_t n, size_t chunk, int threads) noexcept {
+    Job job(task, n, std::max<size_t>(chunk, 1));
+    {
+      Lock lock(mutex_);
+      ++waiting_;
+      while (take_slots(1) == 0) slots_.wait(lock);
+      --waiting_;
+      started();
+      const size_t more_chunks = (n - 1) / job.chunk;  // chunks beyond the caller's first
+      int helpers = threads - 1;
+      if (size_t(std::max(helpers, 0)) > more_chunks) helpers = int(more_chunks);
+      if (helpers > 0) {
+        start_workers(helpers);
+        helpers = take_slots(std::min(helpers, idle()));
+      }
+      if (helpers > 0) {
+        job.reserved = helpers;
+        reserved_ += helpers;
+        push(&job);
+        work_.notify_all();
+      }
+    }
+    job.drain();
+    Lock lock(mutex_);
+    if (job.reserved > 0) {  // every chunk is taken: workers that have not joined need not
+      unlink(&job);
+      reserved_ -= job.reserved;
+      give_slots(job.reserved);
+      job.reserved = 0;
+    }
+    while (job.active > 0) done_.wait(lock);
+    finished();
+    give_slots(1);
+  }
+
+ private:
+  static void* worker_main(void* self) noexcept {
+    static_cast<Pool*>(self)->work();
+    return nullptr;
+  }
+
+  void work() noexcept {
+    Lock lock(mutex_);
+    for (;;) {
+      if (Job* job = head_) {  // its reserved slot becomes this worker's
+        if (--job->reserved == 0) unlink(job);
+        --reserved_;
+        ++job->active;
+        ++helping_;
+        started();
+        mutex_.unlock();
+        job->drain();
+        mutex_.lock();
+        finished();
+        --job->active;
+        --helping_;
+        if (job->active == 0) done_.notify_all();  // the caller may be waiting for its helpers
+        give_slots(1);
+        continue;
+      }
+      // No job queued means no slot is reserved: an idle surplus worker may go.
+      if (workers_ > limit_ - 1) {
+        --workers_;
+        return;
+      }
+      work_.wait(lock);
+    }
+  }
+
+  //: Start workers (with the mutex held) until `wanted` are idle, within limit - 1 in all.
+  void start_workers(int wanted) noexcept {
+    while (idle() < wanted && workers_ < limit_ - 1) {
+      if (!spawn()) return;  // no thread to be had now: the threads there are do the work
+      ++workers_;
+    }
+  }
+
+  bool spawn() noexcept {
+    pthread_attr_t attr;
+    if (pthread_attr_init(&attr) != 0) return false;
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&attr, kWorkerStack);
+    // Workers never run Python: signals are for the interpreter's threads, so a worker starts
+    // with every signal blocked (it inherits the mask it is created with).
+    sigset_t all, saved;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &saved);
+    pthread_t thread;
+    const int error = pthread_create(&thread, &attr, &Pool::worker_main, this);
+    pthread_sigmask(SIG_SETMASK, &saved, nullptr);
+    pthread_attr_destroy(&attr);
+    return error == 0;
+  }
+
+  //: Workers neither helping nor promised to a job (mutex held).
+  int idle() const noexcept { return workers_ - helping_ - reserved_; }
+
+  // The helpers below run with the mutex held.
+
+  //: Takes up to `wanted` free slots (none while a lowered limit is still exceeded); returns
+  //: how many it took.
+  int take_slots(int wanted) noexcept {
+    const int taken = std::max(0, std::min(wanted, limit_ - busy_));
+    busy_ += taken;
+    return taken;
+  }
+
+  //: Gives slots back and wakes the callers waiting for one.
+  void give_slots(int count) noexcept {
+    busy_ -= count;
+    if (waiting_ > 0) slots_.notify_all();
+  }
+
+  void started() noexcept { peak_ = std::max(peak_, ++running_); }
+  void finished() noexcept { --running_; }
+
+  void push(Job* job) noexcept {
+    job->queued = nullptr;
+    (tail_ != nullptr ? tail_->queued : head_) = job;
+    tail_ = job;
+  }
+
+  void unlink(Job* job) noexcept {
+    Job* previous = nullptr;
+    for (Job* j = head_; j != nullptr; previous = j, j = j->queued) {
+      if (j != job) continue;
+      (previous != nullptr ? previous->queued : head_) = j->queued;
+      if (tail_ == j) tail_ = previous;
+      return;
+    }
+  }
+
+  Mutex mutex_;
+  Condition work_;   // workers wait for a job
+  Condition slots_;  // callers wait for a slot
+  Condition done_;   // callers wait for their helpers to finish
+  // Guarded by mutex_:
+  int limit_;
+  int busy_ = 0;      // slots taken: running callers and workers, and reservations
+  int waiting_ = 0;   // callers waiting for a slot
+  int running_ = 0;   // threads running kernels now
+  int peak_ = 0;      // the most running at once (a testing aid)
+  int workers_ = 0;   // live worker threads
+  int helping_ = 0;   // workers running a job's chunks
+  int reserved_ = 0;  // slots reserved for workers that have not joined their job yet
+  Job* head_ = nullptr;
+  Job* tail_ = nullptr;
+};
+
+// -- the process's pool, rebuilt after fork --------------------------------------------------------
+
+std::atomic<int> g_limit{1};
+std::atomic<Pool*> g_pool{nullptr};
+
+//: In a child after fork: forget the parent's pool.  Its workers do not exist here and its
+//: mutex may be held for ever, so it is left alone (a small, deliberate leak).
+void forget_pool_after_fork() { g_pool.store(nullptr, std::memory_order_relaxed); }
+
+//: The pool, built on first use; nullptr only when even that small allocation failed.
+Pool* pool() noexcept {
+  Pool* current = g_pool.load(std::memory_order_acquire);
+  if (current != nullptr) return current;
+  Pool* fresh = new (std::nothrow) Pool(g_limit.load(std::memory_order_relaxed));
+  if (fresh == nullptr) return nullptr;
+  if (g_pool.compare_exchange_strong(current, fresh, std::memory_order_acq_rel)) return fresh;
+  delete fresh;  // another thread built one first (no thread of `fresh` has started)
+  return current;
+}
+
+// Without a pool (out of memory), the caller runs everything, uncounted.
+void api_run(const PoolTask& task, size_t n, size_t chunk, int threads) noexcept {
+  if (n == 0) return;
+  if (Pool* p = pool()) {
+    p->run(task, n, chunk, threads);
+  } else {
+    task.run(task.context, 0, n);
+  }
+}
+
+const PoolApi kApi = {kPoolAbi, &api_run};
+
+// -- Python functions --------------------------------------------------------------------------
+
+PyObject* set_limit(PyObject*, PyObject* arg) {
+  int overflow = 0;
+  const long n = PyLong_AsLongAndOverflow(arg, &overflow);
+  if (n == -1 && PyErr_Occurred()) return nullptr;
+  if (overflow != 0 || n < 1 || n > INT_MAX) {
+    PyErr_Format(PyExc_ValueError, "the thread limit must be an int from 1 to %d", INT_MAX);
+    return nullptr;
+  }
+  g_limit.store(int(n), std::memory_order_relaxed);
+  if (Pool* p = pool()) p->set_limit(int(n));
+  Py_RETURN_NONE;
+}
+
+PyObject* get_limit(PyObject*, PyObject*) {
+  return PyLong_FromLong(g_limit.load(std::memory_order_relaxed));
+}
+
+PyObject* workers(PyObject*, PyObject*) {
+  Pool* p = g_pool.load(std::memory_order_acquire);
+  return PyLong_FromLong(p != nullptr ? p->workers() : 0);
+}
+
+PyObject* peak_running(PyObject*, PyObject* arg) {
+  const int reset = PyObject_IsTrue(arg);
+  if (reset < 0) return nullptr;
+  Pool* p = g_pool.load(std::memory_order_acquire);
+  return PyLong_FromLong(p != nullptr ? p->peak_running(reset != 0) : 0);
+}
+
+PyMethodDef kMethods[] = {
+    {"set_limit", set_limit, METH_O,
+     "Set the most threads that run castlike's kernels at once in this process."},
+    {"get_limit", get_limit, METH_NOARGS, "The limit set_limit set (1 until then)."},
+    {"workers", workers, METH_NOARGS, "Worker threads the pool holds now (0 before any)."},
+    {"_peak_running", peak_running, METH_O,
+     "Testing aid: the most threads that ran kernels at once (since the last reset, if the "
+     "argument is true: then the count restarts from the threads running now)."},
+    {nullptr, nullptr, 0, nullptr}};
+
+PyModuleDef kModule = {PyModuleDef_HEAD_INIT,
+                       kPoolModule,
+                       "The one thread pool of castlike's native kernels.",
+                       -1,
+                       kMethods,
+                       nullptr,
+                       nullptr,
+                       nullptr,
+                       nullptr};
+
+}  // namespace
+}  // namespace castlike
+
+PyMODINIT_FUNC PyInit__threads() {
+  using namespace castlike;
+  static bool at_fork_registered = false;
+  if (!at_fork_registered) {
+    if (pthread_atfork(nullptr, nullptr, &forget_pool_after_fork) != 0) {
+      PyErr_SetString(PyExc_ImportError, "castlike._native._threads: pthread_atfork failed");
+      return nullptr;
+    }
+    at_fork_registered = true;
+  }
+  PyObject* m = PyModule_Create(&kModule);
+  if (m == nullptr) return nullptr;
+  PyObject* capsule =
+      PyCapsule_New(const_cast<PoolApi*>(&kApi), kPoolCapsule, nullptr);
+  if (capsule == nullptr || PyModule_AddObject(m, kPoolAttribute, capsule) < 0) {
+    Py_XDECREF(capsule);
+    Py_DECREF(m);
+    return nullptr;
+  }
+  return m;
+}
