@@ -19,6 +19,7 @@ Standard library only, like the rest of :mod:`castlike.spec`.
 from __future__ import annotations
 
 import re
+import sys
 import warnings
 from dataclasses import dataclass
 from functools import lru_cache
@@ -193,7 +194,11 @@ def onnx_family_of(version: str, *, installed: bool = False) -> OnnxFamily:
 
 
 def installed_version(package: str) -> str | None:
-    """The installed ``package``'s version, from its metadata (not imported), or None."""
+    """The installed ``package``'s version: the loaded module's where it is loaded, else from
+    its package metadata (the package is not imported), or None."""
+    module = sys.modules.get(package)
+    if isinstance(getattr(module, "__version__", None), str):
+        return str(module.__version__)  # type: ignore[union-attr]
     from importlib import metadata
 
     try:

@@ -23,8 +23,10 @@ Parsing (STRING -> number)
 from __future__ import annotations
 
 import math
+import sys
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
+from functools import cache
 
 from .reference import (
     SPEC_WHITESPACE,
@@ -41,7 +43,7 @@ from .types import Kind, OnnxType, Special, TypeSpec, spec_of
 
 __all__ = [
     "DOUBLE_OVERFLOW",
-    "NUMPY_POSITIONAL_LIMIT",
+    "NUMPY_POSITIONAL_LIMITS",
     "SPEC_WHITESPACE",
     "Decimal10",
     "floor_log10",
@@ -51,6 +53,7 @@ __all__ = [
     "layout",
     "layout_digits",
     "numpy_positional",
+    "numpy_positional_limits",
     "parse",
     "shortest_decimal",
     "spec_positional",
@@ -74,19 +77,29 @@ NUMPY_POSITIONAL_LIMITS: tuple[tuple[tuple[int, int], dict[OnnxType, int]], ...]
 )
 
 
-def _installed_numpy_limits() -> dict[OnnxType, int]:
-    """The entry of :data:`NUMPY_POSITIONAL_LIMITS` for the installed NumPy (its metadata)."""
-    from importlib import metadata
+@cache
+def numpy_positional_limits() -> dict[OnnxType, int]:
+    """The entry of :data:`NUMPY_POSITIONAL_LIMITS` for the installed NumPy.
 
+    Read from the loaded ``numpy`` module where there is one (a cast always has it), else from
+    NumPy's package metadata, whose import alone costs more than a first cast: only the
+    ``numpy`` text style asks, once.
+    """
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:
+        version = str(numpy.__version__)
+    else:
+        from importlib import metadata
+
+        try:
+            version = metadata.version("numpy")
+        except metadata.PackageNotFoundError:
+            version = ""
     try:
-        release = tuple(int(p) for p in metadata.version("numpy").split(".")[:2])
-    except (metadata.PackageNotFoundError, ValueError):
+        release = tuple(int(p) for p in version.split(".")[:2])
+    except ValueError:
         release = NUMPY_POSITIONAL_LIMITS[0][0]
     return next(limits for since, limits in NUMPY_POSITIONAL_LIMITS if release >= since)
-
-
-#: The positional limits of the installed NumPy's ``astype(str)``.
-NUMPY_POSITIONAL_LIMIT = _installed_numpy_limits()
 
 
 class Decimal10:
@@ -266,7 +279,7 @@ def _format_numpy(bits: int, t: TypeSpec, value: Exact) -> str:
         return "nan"
     if value.is_inf:
         return "-inf" if value.negative else "inf"
-    limit = NUMPY_POSITIONAL_LIMIT.get(_T(t.code))
+    limit = numpy_positional_limits().get(_T(t.code))
     if limit is None:
         # numpy has no cast from ml_dtypes types to str; astype(object).astype(str) gives the
         # repr of the Python float, which holds every such value exactly.

@@ -196,7 +196,7 @@ def _float_text(bits: np.ndarray, t: TypeSpec, style: str) -> np.ndarray:
     fmt = t.fmt
     total = bits.shape[0]
     out = np.empty((total, width), dtype=np.uint8)
-    limit = spec_strings.NUMPY_POSITIONAL_LIMIT.get(_T(t.code)) if style == "numpy" else None
+    limit = spec_strings.numpy_positional_limits().get(_T(t.code)) if style == "numpy" else None
     nan_text, inf_text = ("nan", "inf") if style == "numpy" else ("NaN", "INF")
     magnitude_mask = _U64(~fmt.sign_mask & ((1 << fmt.total_bits) - 1))
     for start in _chunks(total):
@@ -260,7 +260,7 @@ def _texts_of_patterns(patterns: np.ndarray, t: TypeSpec, style: str) -> np.ndar
         return np.array([spec_strings.format_bits(int(b), t, style) for b in patterns], dtype="S")
     if t.is_integer:
         matrix = _integer_text(NUMPY.from_bits(patterns, t), t)
-    elif style == "numpy" and _T(t.code) not in spec_strings.NUMPY_POSITIONAL_LIMIT:
+    elif style == "numpy" and _T(t.code) not in spec_strings.numpy_positional_limits():
         # repr() of the Python float: DOUBLE digits and layout, lower-case specials.
         with np.errstate(invalid="ignore"):  # NaN of ml_dtypes types
             wide = NUMPY.from_bits(patterns, t).astype(np.float64)
