@@ -102,7 +102,7 @@ def test_kernel_equals_pure_engine(
     assert mismatch is None, mismatch.describe(source, target)
 
 
-def test_every_numeric_pair_of_the_issue_has_a_kernel() -> None:
+def test_every_wide_16_bit_integer_or_bool_source_has_a_kernel() -> None:
     """FLOAT, DOUBLE, FLOAT16, BFLOAT16, integers and BOOL to every numeric target, in the spec
     profile, all take the native path."""
     module = _native.module()

@@ -109,11 +109,13 @@ def test_bits_of_a_bool_are_0_or_1(backend: str) -> None:
     adapter = adapter_named(backend)
     if backend == "array-api-strict":
         pytest.skip("the generic Array-API backend has no bit views (the standard has none)")
+    if backend == "dask":
+        pytest.skip("Dask's adapter has no bit primitives: the NumPy backend casts its blocks")
     x = _on(backend, _raw(BYTES))
     assert to_host(adapter.bits(x, BOOL)).tolist() == [int(b != 0) for b in BYTES]
 
 
-def test_the_issue_example() -> None:
+def test_foreign_bytes_read_as_true() -> None:
     b = _raw([0, 1, 2, 255])
     assert castlike.cast(b, "INT8").tolist() == [0, 1, 1, 1]
     assert castlike.cast(b, "FLOAT").tolist() == [0.0, 1.0, 1.0, 1.0]
