@@ -87,7 +87,7 @@ def tests(session: nox.Session, backend: str) -> None:
     install(session, ",".join(filter(None, ["test", "onnx", extra])))
     env = {"CASTLIKE_TEST_BACKENDS": backend}
     if backend == "jax":
-        # The "done when": every JAX case with x64 on (DOUBLE/INT64/UINT64 held).  The
+        # Every JAX case with x64 on (DOUBLE/INT64/UINT64 held).  The
         # x64-off refusal and 32-bit exactness are checked in a fresh interpreter by
         # tests/test_jax.py::test_x64_off_refuses_64_bit_types.
         env.update(X64)

@@ -19,12 +19,12 @@ from castlike.spec.types import OnnxType, Special, spec_of
 
 @dataclass(frozen=True)
 class Case:
-    """One conversion: its source, target, castlike options and the native sequence."""
+    """One conversion: its source, target, castlike options and the plain library sequence."""
 
     source: str
     target: str
-    native: Callable[[Any], Any]
-    native_text: str
+    plain: Callable[[Any], Any]
+    plain_text: str
     note: str = ""
     options: tuple[tuple[str, Any], ...] = ()
 

@@ -1,10 +1,10 @@
-"""castlike on JAX against the fastest native ``jax.numpy`` sequence, under ``jax.jit``.
+"""castlike on JAX against the fastest plain ``jax.numpy`` sequence, under ``jax.jit``.
 
 For each conversion both functions are jitted and run once (compilation excluded), then timed
 (best of ``--repeat`` runs, taking turns, ``block_until_ready``) at 10**6 and 10**7 elements.
-The native sequence is the fastest jnp code giving the same bits as the spec on the benchmark
+The plain sequence is the fastest jnp code giving the same bits as the spec on the benchmark
 data; the "same bits" column checks that on the data (NaN as NaN for IEEE targets), and the
-note says where the native sequence is still wrong on inputs the data does not hold (XLA
+note says where the plain sequence is still wrong on inputs the data does not hold (XLA
 flushes subnormals, rounds twice, or clamps).
 
 Run: ``JAX_ENABLE_X64=1 python benchmarks/bench_jax.py [--sizes 1e6 1e7] [--repeat 15]``.
@@ -27,7 +27,7 @@ from castlike.spec.types import spec_of
 jax.config.update("jax_enable_x64", True)
 
 
-def _int4_native(x: Any) -> Any:
+def _int4_plain(x: Any) -> Any:
     whole = jnp.round(x)
     return jnp.where(jnp.abs(whole) < 2.0**31, whole, 0).astype(jnp.int32).astype(jnp.int4)
 
@@ -58,10 +58,10 @@ CASES = [
         "FLOAT8E8M0",
         lambda x: jnp.abs(x).astype(jnp.float8_e8m0fnu),
         "abs.astype",
-        "native rounds to nearest, spec 'up' (no native equivalent)",
+        "jnp rounds to nearest, spec 'up' (no plain equivalent)",
     ),
     Case("FLOAT", "INT8", lambda x: x.astype(jnp.int8), "astype", "XLA saturates, NaN->0: = R7"),
-    Case("FLOAT", "INT4", _int4_native, "round, wrap via int32", "astype clamps"),
+    Case("FLOAT", "INT4", _int4_plain, "round, wrap via int32", "astype clamps"),
     Case("FLOAT", "BOOL", lambda x: x != 0, "x != 0", "XLA:CPU: subnormal -> False"),
     Case(
         "FLOAT", "DOUBLE", lambda x: x.astype(jnp.float64), "astype", "XLA:CPU flushes subnormals"
@@ -109,9 +109,9 @@ def make_input(source: str, n: int, rng: np.random.Generator) -> Any:
     numpy_adapter = adapter_named("numpy")
     if t.is_float and t.bits >= 32:
         values = rng.standard_normal(n) * np.exp2(rng.integers(-20, 20, n))
-        host = values.astype(numpy_adapter.native_dtype(t))
+        host = values.astype(numpy_adapter.library_dtype(t))
     elif t.is_integer and t.bits >= 32:
-        host = (rng.standard_normal(n) * 1e6).astype(numpy_adapter.native_dtype(t))
+        host = (rng.standard_normal(n) * 1e6).astype(numpy_adapter.library_dtype(t))
     else:
         storage = np.dtype(f"uint{t.storage_bits}")
         host = numpy_adapter.from_bits(rng.integers(0, 1 << t.bits, n, dtype=storage), t)
@@ -127,7 +127,7 @@ def verify_float16(chunk_bits: int = 26) -> int:
     chunk = 1 << chunk_bits
 
     @jax.jit
-    def native(start: Any) -> Any:
+    def plain(start: Any) -> Any:
         u = start + jax.lax.iota(jnp.uint32, chunk)
         f = jax.lax.bitcast_convert_type(u, jnp.float32)
         return jax.lax.bitcast_convert_type(f.astype(jnp.float16), jnp.uint16)
@@ -138,7 +138,7 @@ def verify_float16(chunk_bits: int = 26) -> int:
     bad = 0
     for c in range(1 << (32 - chunk_bits)):
         start = np.uint32(c * chunk)
-        got = np.asarray(native(start))
+        got = np.asarray(plain(start))
         with np.errstate(all="ignore"):
             ref = (np.arange(chunk, dtype=np.uint32) + start).view(np.float32)
             ref = ref.astype(np.float16).view(np.uint16)
@@ -164,8 +164,8 @@ def main() -> None:
     rng = np.random.default_rng(0)
     print(f"jax {jax.__version__} on {jax.devices()[0].platform}, jit, best of {args.repeat}")
     header = (
-        f"{'conversion':28s} {'n':>6s} {'castlike ms':>12s} {'native ms':>10s} {'ratio':>6s}"
-        f"  {'same bits':9s} native sequence; note"
+        f"{'conversion':28s} {'n':>6s} {'castlike ms':>12s} {'plain ms':>10s} {'ratio':>6s}"
+        f"  {'same bits':9s} plain sequence; note"
     )
     print(header)
     print("-" * len(header))
@@ -175,22 +175,22 @@ def main() -> None:
             continue
         options = dict(case.options)
         ours = jax.jit(lambda x, to=case.target, options=options: castlike.cast(x, to, **options))
-        native = jax.jit(case.native)
+        plain = jax.jit(case.plain)
         for size in args.sizes:
             n = int(size)
             x = make_input(case.source, n, rng)
-            t_ours, t_native = interleaved(
+            t_ours, t_plain = interleaved(
                 [
                     lambda: ours(x).block_until_ready(),  # noqa: B023
-                    lambda: native(x).block_until_ready(),  # noqa: B023
+                    lambda: plain(x).block_until_ready(),  # noqa: B023
                 ],
                 args.repeat,
             )
-            same = same_bits(np.asarray(ours(x)), np.asarray(native(x)), case.target)
+            same = same_bits(np.asarray(ours(x)), np.asarray(plain(x)), case.target)
             print(
-                f"{label:28s} {size:6.0e} {t_ours * 1e3:12.2f} {t_native * 1e3:10.2f} "
-                f"{t_ours / t_native:6.2f}  {'yes' if same else 'NO':9s} "
-                f"{case.native_text}{'; ' + case.note if case.note else ''}"
+                f"{label:28s} {size:6.0e} {t_ours * 1e3:12.2f} {t_plain * 1e3:10.2f} "
+                f"{t_ours / t_plain:6.2f}  {'yes' if same else 'NO':9s} "
+                f"{case.plain_text}{'; ' + case.note if case.note else ''}"
             )
 
 

@@ -160,7 +160,7 @@ def torch_fn(x: np.ndarray, target: str, threads: int) -> Callable[[], Any] | No
         return None
     from castlike.backends import adapter_named
 
-    dtype = adapter_named("torch").native_dtype(spec_of(target))
+    dtype = adapter_named("torch").library_dtype(spec_of(target))
     tx = torch.from_numpy(x) if x.dtype.kind in "fiub" and x.dtype.itemsize > 1 else None
     if dtype is None or tx is None:
         return None

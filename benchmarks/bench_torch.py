@@ -1,11 +1,11 @@
-"""castlike on PyTorch against the fastest native torch op sequence, eager (and compiled).
+"""castlike on PyTorch against the fastest plain torch op sequence, eager (and compiled).
 
-For each conversion, castlike and the native sequence run once (warm-up: tables built, caches
+For each conversion, castlike and the plain sequence run once (warm-up: tables built, caches
 filled), then are timed (best of ``--repeat`` runs, ``time.perf_counter``) at 10**6 and 10**7
-elements.  The native sequence is the fastest torch code giving the same bits as the spec on
+elements.  The plain sequence is the fastest torch code giving the same bits as the spec on
 the benchmark data (random values over many binades, with NaN, +-Inf and -0 mixed in); the
 "same bits" column checks that on the data (NaN as NaN for IEEE targets, R3), and the note
-says where torch's plain ``.to()`` is wrong or where the native sequence is still wrong on
+says where torch's plain ``.to()`` is wrong or where the plain sequence is still wrong on
 inputs the data does not hold.
 
 Run: ``python benchmarks/bench_torch.py [--sizes 1e6 1e7] [--repeat 15] [--threads N]
@@ -108,7 +108,7 @@ CASES = [
         "FLOAT8E8M0",
         lambda x: x.to(torch.float8_e8m0fnu),
         ".to",
-        "torch rounds to nearest even, ignores the sign, 0 -> 2**-127 (no native equivalent)",
+        "torch rounds to nearest even, ignores the sign, 0 -> 2**-127 (no plain equivalent)",
     ),
     Case(
         "DOUBLE",
@@ -175,7 +175,7 @@ def make_input(source: str, n: int, rng: np.random.Generator) -> torch.Tensor:
         values = rng.standard_normal(n) * np.exp2(rng.integers(-20, 20, n))
         specials = np.array([NAN, -NAN, np.inf, -np.inf, -0.0, 0.0])
         values[rng.integers(0, n, n // 1000)] = rng.choice(specials, n // 1000)
-        host = values.astype(numpy_adapter.native_dtype(t))
+        host = values.astype(numpy_adapter.library_dtype(t))
     elif t.is_integer and t.bits >= 32:
         storage = np.dtype(f"uint{t.bits}")
         bits = rng.integers(0, np.iinfo(storage).max, n, dtype=storage, endpoint=True)
@@ -270,8 +270,8 @@ def main() -> None:
         f"best of {args.repeat}"
     )
     header = (
-        f"{'conversion':34s} {'n':>6s} {'castlike ms':>12s} {'native ms':>10s} {'ratio':>6s}"
-        f" {'.to ms':>8s} {'vs .to':>7s}  {'same bits':9s} native sequence; note"
+        f"{'conversion':34s} {'n':>6s} {'castlike ms':>12s} {'plain ms':>10s} {'ratio':>6s}"
+        f" {'.to ms':>8s} {'vs .to':>7s}  {'same bits':9s} plain sequence; note"
     )
     print(header)
     print("-" * len(header))
@@ -286,38 +286,36 @@ def main() -> None:
         def ours(x: Any, case: Case = case, options: dict[str, Any] = options) -> Any:
             return castlike.cast(x, case.target, **options)
 
-        native = case.native
-        dtype = adapter_named("torch").native_dtype(spec_of(case.target))
+        sequence = case.plain
+        dtype = adapter_named("torch").library_dtype(spec_of(case.target))
 
-        def plain(x: Any, dtype: Any = dtype) -> Any:
+        def dot_to(x: Any, dtype: Any = dtype) -> Any:
             return x.to(dtype)
 
         if args.compile:
             torch.compiler.reset()
             ours = torch.compile(ours, fullgraph=True)
-            native = torch.compile(native, fullgraph=True)
-            plain = torch.compile(plain, fullgraph=True)
+            sequence = torch.compile(sequence, fullgraph=True)
+            dot_to = torch.compile(dot_to, fullgraph=True)
         for size in args.sizes:
             x = make_input(case.source, int(size), rng)
             t_ours = best_of(lambda: ours(x), args.repeat)  # noqa: B023
             try:
-                t_native = best_of(lambda: native(x), args.repeat)  # noqa: B023
+                t_plain = best_of(lambda: sequence(x), args.repeat)  # noqa: B023
             except Exception as exc:  # e.g. Inductor cannot compile a view to torch.int4
                 reason = str(exc).strip().splitlines()[0][:80]
-                print(
-                    f"{label:34s} {size:6.0e} {t_ours * 1e3:12.3f} {'n/a':>10s}  native: {reason}"
-                )
+                print(f"{label:34s} {size:6.0e} {t_ours * 1e3:12.3f} {'n/a':>10s}  plain: {reason}")
                 continue
-            same = same_bits_torch(ours(x), native(x), case.target)
+            same = same_bits_torch(ours(x), sequence(x), case.target)
             try:  # plain .to(), whatever its bits (torch may lack the conversion)
-                t_to = best_of(lambda: plain(x), args.repeat)  # noqa: B023
+                t_to = best_of(lambda: dot_to(x), args.repeat)  # noqa: B023
             except Exception:
                 t_to = float("nan")
             print(
-                f"{label:34s} {size:6.0e} {t_ours * 1e3:12.3f} {t_native * 1e3:10.3f} "
-                f"{t_ours / t_native:6.2f} {t_to * 1e3:8.3f} {t_ours / t_to:6.2f}x"
+                f"{label:34s} {size:6.0e} {t_ours * 1e3:12.3f} {t_plain * 1e3:10.3f} "
+                f"{t_ours / t_plain:6.2f} {t_to * 1e3:8.3f} {t_ours / t_to:6.2f}x"
                 f"  {'yes' if same else 'NO':9s} "
-                f"{case.native_text}{'; ' + case.note if case.note else ''}",
+                f"{case.plain_text}{'; ' + case.note if case.note else ''}",
                 flush=True,
             )
 

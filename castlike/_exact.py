@@ -6,11 +6,11 @@ library's float operations are unreliable, it uses these routines instead: they 
 unsigned integer arithmetic (shifts, masks, ``+``, ``-``, comparisons, ``where``) on the bit
 patterns, plus the library's conversions between integer types and of integers that are exact
 in the target format.  An adapter selects them by declaring
-:attr:`~castlike.backends._base.Adapter.flushes_subnormals` (XLA: its conversions and
+:attr:`~castlike._adapter.Adapter.flushes_subnormals` (XLA: its conversions and
 comparisons treat subnormals as zero, and on accelerators it may drop a narrowing round trip).
 
 Every routine takes the adapter first: its Array-API namespace, bit casts (``bits`` /
-``from_bits``), unsigned dtypes (``uint``) and :meth:`~castlike.backends._base.Adapter.clz`.
+``from_bits``), unsigned dtypes (``uint``) and :meth:`~castlike._adapter.Adapter.clz`.
 The library must implement unsigned integer arithmetic (torch does not: its adapter never
 selects these routines).
 """
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from .spec.types import FloatFormat, Kind, OnnxType, TypeSpec, spec_of
 
 if TYPE_CHECKING:
-    from .backends._base import Adapter
+    from ._adapter import Adapter
 
 __all__ = [
     "double_to_float_nearest",
@@ -106,57 +106,71 @@ def double_to_float_nearest(a: Adapter, x: Any) -> Any:
     """DOUBLE -> FLOAT rounded to nearest even (R3), as FLOAT bits (uint32).
 
     The library's conversion is used wherever the result is a normal FLOAT (one IEEE
-    rounding, which XLA does right); results below 2**-126, which XLA:CPU flushes to zero
-    (DOUBLE exponent field below 897), are computed in integers: the FLOAT subnormal is
-    round(|x| * 2**149), i.e. the DOUBLE significand shifted right by 926 - exponent, rounded
-    half to even.  A rounding up to 2**-126 carries into the exponent field by itself.
+    rounding, which XLA does right); results below FLOAT's smallest normal, which XLA:CPU
+    flushes to zero, are computed in integers: the FLOAT subnormal is the DOUBLE value in
+    units of FLOAT's smallest subnormal, i.e. the DOUBLE significand shifted right, rounded
+    half to even.  A rounding up to the smallest normal carries into the exponent field by
+    itself.
     """
     xp = a.xp
+    d, f = _DOUBLE.fmt, _FLOAT.fmt
     u64, u32 = a.uint(64), a.uint(32)
 
     def u(value: int) -> Any:
         return _const(a, value, u64)
 
+    # The DOUBLE exponent field of FLOAT's smallest normal (897), and the shift that takes a
+    # DOUBLE significand of exponent field 0 to units of FLOAT's smallest subnormal (926).
+    normal_from = f.min_exponent + d.bias
+    unit_shift = d.bias + d.mantissa_bits + (f.min_exponent - f.mantissa_bits)
     bits = a.bits(x, _DOUBLE)
-    exp_field = (bits >> u(52)) & u(0x7FF)
-    significand = (bits & u((1 << 52) - 1)) | u(1 << 52)
-    shift = xp.minimum(u(926) - xp.minimum(exp_field, u(896)), u(63))
+    exp_field = (bits >> u(d.mantissa_bits)) & u((1 << d.exponent_bits) - 1)
+    significand = (bits & u((1 << d.mantissa_bits) - 1)) | u(1 << d.mantissa_bits)
+    shift = xp.minimum(u(unit_shift) - xp.minimum(exp_field, u(normal_from - 1)), u(63))
     kept = significand >> shift
     lost = significand & ((u(1) << shift) - u(1))
     half = u(1) << (shift - u(1))
     up = (lost > half) | ((lost == half) & ((kept & u(1)) != 0))
     tiny = xp.astype(kept + xp.astype(up, u64), u32)
     tiny = xp.where(exp_field == 0, _const(a, 0, u32), tiny)  # DOUBLE subnormals: 0
-    tiny = tiny | (xp.astype(bits >> u(32), u32) & _const(a, 0x80000000, u32))
-    native = a.bits(a.astype(x, _FLOAT), _FLOAT)
-    return xp.where(exp_field < u(897), tiny, native)
+    sign = xp.astype(bits >> u(d.total_bits - f.total_bits), u32) & _const(a, f.sign_mask, u32)
+    tiny = tiny | sign
+    by_library = a.bits(a.astype(x, _FLOAT), _FLOAT)
+    return xp.where(exp_field < u(normal_from), tiny, by_library)
 
 
 def widen_float32_bits(a: Adapter, bits32: Any) -> Any:
     """FLOAT bits (uint32) -> the same value's DOUBLE bits (uint64), exactly, subnormals too."""
     xp = a.xp
+    d, f = _DOUBLE.fmt, _FLOAT.fmt
     u64, u32 = a.uint(64), a.uint(32)
 
     def u(value: int) -> Any:
         return _const(a, value, u64)
 
-    exp_field = (bits32 >> _const(a, 23, u32)) & _const(a, 0xFF, u32)
-    mantissa32 = bits32 & _const(a, 0x7FFFFF, u32)
-    sign = xp.astype(bits32 >> _const(a, 31, u32), u64) << u(63)
+    gap = d.mantissa_bits - f.mantissa_bits  # the mantissa moves up by this many bits
+    exp_all_ones = (1 << f.exponent_bits) - 1
+    exp_field = (bits32 >> _const(a, f.mantissa_bits, u32)) & _const(a, exp_all_ones, u32)
+    mantissa32 = bits32 & _const(a, (1 << f.mantissa_bits) - 1, u32)
+    sign = xp.astype(bits32 >> _const(a, f.total_bits - 1, u32), u64) << u(d.total_bits - 1)
     mantissa = xp.astype(mantissa32, u64)
     exp64 = xp.astype(exp_field, u64)
-    normal = ((exp64 + u(1023 - 127)) << u(52)) | (mantissa << u(29))
-    # Subnormal: value = mantissa * 2**-149 with its leading one at bit p = 31 - clz.
-    top = u(31) - xp.astype(a.clz(mantissa32), u64)
-    subnormal = ((top + u(1023 - 149)) << u(52)) | ((mantissa << (u(52) - top)) & u((1 << 52) - 1))
-    special = u(0x7FF << 52) | (mantissa << u(29))
+    normal = ((exp64 + u(d.bias - f.bias)) << u(d.mantissa_bits)) | (mantissa << u(gap))
+    # Subnormal: value = mantissa * (FLOAT's smallest subnormal), with its leading one at bit
+    # p = 31 - clz; as a DOUBLE that is exponent p + min_exponent - mantissa_bits, normal.
+    top = u(f.total_bits - 1) - xp.astype(a.clz(mantissa32), u64)
+    lowest = d.bias + f.min_exponent - f.mantissa_bits
+    subnormal = ((top + u(lowest)) << u(d.mantissa_bits)) | (
+        (mantissa << (u(d.mantissa_bits) - top)) & u((1 << d.mantissa_bits) - 1)
+    )
+    special = u(((1 << d.exponent_bits) - 1) << d.mantissa_bits) | (mantissa << u(gap))
     out = xp.where(exp_field == 0, xp.where(mantissa32 == 0, u(0), subnormal), normal)
-    out = xp.where(exp_field == 0xFF, special, out)
+    out = xp.where(exp_field == exp_all_ones, special, out)
     return out | sign
 
 
 def integer_to_float32_odd(a: Adapter, x: Any, source: TypeSpec) -> Any:
-    """FLOAT bits (uint32) of a 32/64-bit integer array rounded to odd at 24 bits.
+    """FLOAT bits (uint32) of a 32/64-bit integer array rounded to odd at FLOAT's precision.
 
     The magnitude keeps its top 24 significant bits, the last of them set if anything below
     was lost; that integer is exact in FLOAT, so the library's conversion of it rounds
@@ -174,8 +188,9 @@ def integer_to_float32_odd(a: Adapter, x: Any, source: TypeSpec) -> Any:
         magnitude = xp.where(negative, u(0) - raw, raw)  # exact, INT_MIN included
     else:
         magnitude, negative = x, None
+    precision = _FLOAT.fmt.mantissa_bits + 1  # FLOAT's significant bits (24)
     length = u(source.bits) - xp.astype(a.clz(magnitude), dtype)
-    shift = xp.maximum(length, u(24)) - u(24)
+    shift = xp.maximum(length, u(precision)) - u(precision)
     lost = magnitude & ((u(1) << shift) - u(1))
     odd = ((magnitude >> shift) | xp.astype(lost != 0, dtype)) << shift
     value = a.astype(odd, _FLOAT)

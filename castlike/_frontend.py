@@ -391,7 +391,7 @@ def _run(
     if _is_masked(x):
         return _run_masked(op, x, target, options, errors, like)
     array, scalar = _as_array(x)
-    array = _native_order(array)
+    array = _in_machine_order(array)
     xp = _namespace(array)
     adapter = adapter_for(xp)
     source = _source_type(adapter, array)
@@ -406,7 +406,7 @@ def _run(
         if remember_as is not None and array is x:
             run = adapter.repeat_cast(plan)
             if run is not None:
-                remember(x, *remember_as, adapter, run)
+                remember(x, *remember_as, run)
     if scalar and isinstance(result, np.ndarray):
         return result[()]
     return result
@@ -440,8 +440,8 @@ def _run_masked(
     return np.ma.MaskedArray(result, mask=mask)
 
 
-def _native_order(array: Any) -> Any:
-    """Byte-swapped NumPy input becomes native order (a copy); others pass through."""
+def _in_machine_order(array: Any) -> Any:
+    """Byte-swapped NumPy input becomes machine byte order (a copy); others pass through."""
     if isinstance(array, np.ndarray) and not array.dtype.isnative:
         return array.astype(array.dtype.newbyteorder("="))
     return array
@@ -451,7 +451,7 @@ def _check_backend_holds(adapter: Adapter, plan: Plan) -> None:
     for t in (plan.source, plan.target):
         if t.code == OnnxType.STRING and moves_strings(adapter):
             continue  # R9: strings live in NumPy arrays whatever the numeric library
-        if adapter.native_dtype(t) is None:
+        if adapter.library_dtype(t) is None:
             raise BackendTypeError(
                 f"{plan.describe()}: {adapter.name} cannot hold {t.name}; "
                 f"{adapter.cannot_hold_hint(t)}"

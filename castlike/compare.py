@@ -92,7 +92,7 @@ def _storage_int(t: TypeSpec) -> str:
 
 
 def _np_name(t: TypeSpec) -> str:
-    dtype = NUMPY.native_dtype(t)
+    dtype = NUMPY.library_dtype(t)
     name = str(dtype)
     return f"np.{name}" if hasattr(np, name) and t.bits >= 8 else f"ml_dtypes.{name}"
 
@@ -102,7 +102,7 @@ def _np_input(bits: int, t: TypeSpec) -> str:
 
 
 def _numpy_run(x: np.ndarray, source: TypeSpec, target: TypeSpec, mode: Mode) -> np.ndarray:
-    return x.astype(NUMPY.native_dtype(target))
+    return x.astype(NUMPY.library_dtype(target))
 
 
 def _numpy_repro(bits: int, source: TypeSpec, target: TypeSpec, mode: Mode) -> str:
@@ -110,11 +110,11 @@ def _numpy_repro(bits: int, source: TypeSpec, target: TypeSpec, mode: Mode) -> s
 
 
 def _torch_dtype(t: TypeSpec) -> str:
-    return str(adapter_named("torch").native_dtype(t))
+    return str(adapter_named("torch").library_dtype(t))
 
 
 def _dtype_of(library: str, t: TypeSpec) -> Any:
-    dtype = adapter_named(library).native_dtype(t)
+    dtype = adapter_named(library).library_dtype(t)
     if dtype is None:
         raise TypeError(f"{library} has no dtype for {t.name}")
     return dtype

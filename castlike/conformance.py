@@ -29,8 +29,8 @@ from typing import Any
 import numpy as np
 
 from .backends import adapter_named
+from .backends._numpy_dtypes import is_string_dtype
 from .backends.numpy import ADAPTER as NUMPY
-from .backends.numpy import is_string_dtype
 from .errors import BackendTypeError
 from .spec.opsets import Op, version_for
 from .spec.profiles import installed_ml_dtypes, resolve_profile
@@ -490,7 +490,7 @@ def run_case(case: ConformanceCase, backend: str, *, limit: int = 8) -> Outcome:
         return outcome
     adapter = adapter_named(backend)
     for t in (source, target):
-        if t.code != _T.STRING and adapter.native_dtype(t) is None:
+        if t.code != _T.STRING and adapter.library_dtype(t) is None:
             outcome.status = Status.NOT_REPRESENTABLE
             outcome.message = f"{backend} cannot hold {t.name}"
             return outcome

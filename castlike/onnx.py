@@ -27,8 +27,8 @@ import numpy as np
 
 from ._frontend import cast, cast_like, resolve_type
 from .backends import Adapter, adapter_for, adapter_named, moves_strings
+from .backends._numpy_dtypes import is_string_dtype
 from .backends.numpy import ADAPTER as NUMPY
-from .backends.numpy import is_string_dtype
 from .errors import BackendTypeError, CastTypeError, CastValueError
 from .spec.types import TYPES, OnnxType, TypeSpec
 

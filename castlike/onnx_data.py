@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .testing import default_cache_dir
+from ._cache import default_cache_dir
 
 __all__ = ["NodeCase", "installed_cases", "load_node_dir", "wheel_node_dirs"]
 

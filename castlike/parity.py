@@ -366,7 +366,7 @@ def run_parity(
         for s in sources
         for t in targets
         for a in adapters.values()
-        if a.native_dtype(s) is not None and a.native_dtype(t) is not None
+        if a.library_dtype(s) is not None and a.library_dtype(t) is not None
     )
     done = 0
 
@@ -382,7 +382,7 @@ def run_parity(
         on_backend = {
             name: a.from_numpy(inputs)
             for name, a in adapters.items()
-            if a.native_dtype(source) is not None
+            if a.library_dtype(source) is not None
         }
         for target in targets:
             pair_checks = checks[(source.name, target.name)]
@@ -399,7 +399,7 @@ def run_parity(
                         ]
                     )
             for name, adapter in adapters.items():
-                missing = [t.name for t in (source, target) if adapter.native_dtype(t) is None]
+                missing = [t.name for t in (source, target) if adapter.library_dtype(t) is None]
                 if missing:
                     report.cells[(source.name, target.name, name)] = Cell(
                         CellStatus.NOT_REPRESENTABLE,

@@ -12,7 +12,8 @@ import itertools
 import math
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from pathlib import Path
@@ -20,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from ._cache import default_cache_dir
 from .backends.numpy import ADAPTER as NUMPY
 from .backends.numpy import NUMPY_DTYPES
 from .spec import binary
@@ -29,12 +31,17 @@ from .spec.types import TYPES, OnnxType, Special, TypeSpec
 
 __all__ = [
     "EXACT_METHODS",
+    "MEMORY_LAYOUTS",
     "Mismatch",
     "all_modes",
     "assert_cast_equal",
+    "clear_caches",
     "compare_bits",
     "curated_inputs",
+    "default_cache_dir",
     "exhaustive_inputs",
+    "fresh_caches",
+    "memory_layouts",
     "numeric_types",
     "oracle_bits",
     "random_inputs",
@@ -43,6 +50,105 @@ __all__ = [
 ]
 
 _T = OnnxType
+
+
+def clear_caches() -> None:
+    """Forget every decision and table castlike keeps in memory.
+
+    The caches are: the repeat-call path of :func:`castlike.cast`, the routes of
+    :func:`castlike.spec.route.route_for`, the resolved plans, the lookup tables, the native
+    kernels and (where PyTorch is loaded) the tables already moved to a device.  Each holds a
+    result derived from the spec's rules, an adapter's engine or the kernels; after a test
+    changed one of those, a cached result would hide the change.
+    """
+    from . import _fastpath
+    from ._native import routes as kernel_routes
+    from .spec import plan, route, tables
+
+    _fastpath.clear()
+    kernel_routes.clear_caches()
+    cached = (
+        route._route,
+        plan._cached_resolve,
+        tables.pattern_table,
+        tables.byte_table,
+        tables.float32_class_table,
+        tables.double_class_table,
+    )
+    for function in cached:
+        # A test may have replaced one of them by a plain function: it has nothing to clear.
+        getattr(function, "cache_clear", lambda: None)()
+    compiled = sys.modules.get("castlike.backends._torch_compile")
+    if compiled is not None:  # never import torch only to clear its tables
+        compiled.clear_device_tables()
+
+
+@contextmanager
+def fresh_caches() -> Iterator[None]:
+    """Run a block with every in-memory cache forgotten on entry and on exit.
+
+    Use it around code that replaces a rule, an adapter's engine or the kernels (with
+    ``monkeypatch``, say): the block sees its own change, and nothing it cached outlives it.
+    Inside the block the repeat-call path of :func:`castlike.cast` is off, because it runs an
+    adapter's kernel directly and would not see a replaced engine.
+
+    Examples
+    --------
+    >>> import numpy as np, castlike
+    >>> from castlike.testing import fresh_caches
+    >>> with fresh_caches():
+    ...     castlike.cast(np.float32([1.5, 300.0]), "INT8").tolist()
+    [1, 127]
+    """
+    from . import _fastpath
+
+    clear_caches()
+    try:
+        with _fastpath.paused():
+            yield
+    finally:
+        clear_caches()
+
+
+def _unaligned(base: np.ndarray) -> np.ndarray:
+    raw = np.zeros(base.nbytes + 1, dtype=np.uint8)
+    out = raw[1:].view(base.dtype).reshape(base.shape)
+    out[...] = base
+    return out
+
+
+def _grid(base: np.ndarray) -> np.ndarray:
+    return base[: 6 * 7 * 8].reshape(6, 7, 8)
+
+
+#: Ways to hold values in memory that a kernel must read right, each a function of a 1-D
+#: array of at least 336 elements to an array of (some of) its values: the same values as a
+#: contiguous copy of the result, in another layout.
+MEMORY_LAYOUTS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "strided": lambda a: _grid(a)[:, ::3, 1::2],
+    "negative steps": lambda a: a[::-1],
+    "fortran": lambda a: np.asfortranarray(_grid(a)),
+    "transposed": lambda a: _grid(a).transpose(2, 0, 1),
+    "unaligned": _unaligned,
+    "big-endian": lambda a: a.astype(a.dtype.newbyteorder(">")),
+    "broadcast": lambda a: np.broadcast_to(_grid(a)[:, :1], (6, 7, 8)),
+    "zero-d": lambda a: a[5].reshape(()),
+    "empty": lambda a: a[:0].reshape(0, 3),
+}
+
+
+def memory_layouts(base: np.ndarray) -> dict[str, np.ndarray]:
+    """:data:`MEMORY_LAYOUTS` applied to ``base`` (1-D, at least 336 elements).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from castlike.testing import memory_layouts
+    >>> layouts = memory_layouts(np.arange(400, dtype=np.float32))
+    >>> layouts["transposed"].shape, layouts["big-endian"].dtype.byteorder
+    ((8, 6, 7), '>')
+    """
+    return {name: layout(base) for name, layout in MEMORY_LAYOUTS.items()}
 
 
 def numeric_types() -> list[TypeSpec]:
@@ -214,15 +320,6 @@ def _spec_fingerprint() -> str:
     for name in _ORACLE_MODULES:
         digest.update((here / name).read_bytes())
     return digest.hexdigest()[:16]
-
-
-def default_cache_dir() -> Path:
-    """Where oracle answers are cached: ``$CASTLIKE_CACHE`` or ``~/.cache/castlike``."""
-    root = os.environ.get("CASTLIKE_CACHE")
-    if root:
-        return Path(root)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "castlike"
 
 
 #: How :func:`oracle_bits` computes: "auto" takes the exact integer rules

@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import importlib
 import os
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import pytest
 
 from castlike.backends import adapter_named, backends
+from castlike.spec.rules import Mode
+from castlike.spec.types import TypeSpec
+from castlike.testing import OracleJob, precompute
 
 #: Every backend of castlike's registry (built-in, registered, entry points), by name, with
 #: the library module that must import for it.
@@ -61,3 +65,32 @@ def oracle_cache(pytestconfig: pytest.Config) -> Path:
     path = Path(env) if env else Path(pytestconfig.rootpath) / ".castlike-cache" / "oracle"
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+#: ``precomputed(sources, targets, modes, inputs, start_method=None)``: see the fixture.
+Precompute = Callable[..., Path]
+
+
+@pytest.fixture(scope="session")
+def precomputed(oracle_cache: Path) -> Precompute:
+    """A function that computes a module's oracle answers once, on all cores, before its
+    tests: every (source, target, mode) on the ``inputs`` set ("all" or "curated").  Returns
+    the cache directory.  ``start_method="spawn"`` where the library's threads must not fork
+    (JAX)."""
+
+    def compute(
+        sources: Iterable[TypeSpec],
+        targets: Iterable[TypeSpec],
+        modes: Iterable[Mode],
+        inputs: str,
+        start_method: str | None = None,
+    ) -> Path:
+        targets, modes = list(targets), list(modes)
+        jobs = [OracleJob(s, t, m, inputs) for s in sources for t in targets for m in modes]
+        if start_method is None:
+            precompute(jobs, oracle_cache)
+        else:
+            precompute(jobs, oracle_cache, start_method=start_method)
+        return oracle_cache
+
+    return compute

@@ -41,11 +41,11 @@ def check_against_oracle(
     """
     adapter = adapter_named(backend)
     options = mode_options(mode)
-    if adapter.native_dtype(source) is None:
+    if adapter.library_dtype(source) is None:
         with pytest.raises(BackendTypeError, match=source.name):
             adapter.from_numpy(inputs[:1])
         return
-    if adapter.native_dtype(target) is None:
+    if adapter.library_dtype(target) is None:
         with pytest.raises(BackendTypeError, match=target.name):
             castlike.cast(adapter.from_numpy(inputs[:1]), target.name, **options)
         return
@@ -57,6 +57,6 @@ def check_against_oracle(
         source,
         target,
         inputs,
-        expected_dtype=adapter.native_dtype(target),
+        expected_dtype=adapter.library_dtype(target),
         expected_shape=inputs.shape,
     )

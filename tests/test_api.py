@@ -22,7 +22,7 @@ def u8(x) -> list[int]:
     return [int(b) for b in np.asarray(x).view(np.uint8).reshape(-1)]
 
 
-# -- the examples --------------------------------------------------------------------
+# -- worked examples ---------------------------------------------------------------------------
 
 
 def test_done_when_float8_examples() -> None:
@@ -67,7 +67,7 @@ def test_shape_dtype_and_input_untouched(target: str) -> None:
     before = x.copy()
     y = castlike.cast(x, target)
     assert y.shape == x.shape
-    assert y.dtype == castlike.backends.adapter_named("numpy").native_dtype(
+    assert y.dtype == castlike.backends.adapter_named("numpy").library_dtype(
         castlike.spec.spec_of(target)
     )
     np.testing.assert_array_equal(x.view(np.uint32), before.view(np.uint32))

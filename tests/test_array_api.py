@@ -70,7 +70,7 @@ def test_every_standard_source_to_float16(source: TypeSpec, oracle_cache: Path) 
 
 
 def test_the_generic_adapter_holds_the_standard_dtypes_only() -> None:
-    held = {t.name for t in TYPES.values() if GENERIC.native_dtype(t) is not None}
+    held = {t.name for t in TYPES.values() if GENERIC.library_dtype(t) is not None}
     assert held == {TYPES[t].name for t in STANDARD_TYPES}
     with pytest.raises(BackendTypeError, match="generic-numpy cannot hold BFLOAT16"):
         GENERIC.from_numpy(np.zeros(1, TYPES[_T.BFLOAT16].name.lower()))

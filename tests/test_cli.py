@@ -336,3 +336,18 @@ def test_parity_table_fits_80_columns_with_every_builtin_backend() -> None:
     assert widest(plain_table(headers, rows, legend=legend)) <= 80
     assert "strict: the array-api-strict backend" in legend  # a long name's short header
     assert "✗ 123456" in {c for r in rows for c in r[1:]}
+
+
+def test_explain_verbose_prints_the_route(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, _ = run(capsys, "explain", "1e10", "--to", "INT8", "--from", "FLOAT", "-v")
+    assert status == 0
+    assert "route        truncation with saturation" in out
+    assert "saturation: (-128.0, 127.0, None)" in out
+    assert "kernel       float_to_int:f32:i8" in out
+    # A route the kernels leave to the pure engine, with the profile's zeroes.
+    profile = "reference:ml_dtypes-0.7"
+    _, out, _ = run(capsys, "explain", "3.7", "--to", "INT4", "--profile", profile, "-v")
+    assert "kept: -9 < x < 8, else 0" in out and "the pure NumPy engine" in out
+    # R3's NaN policy: the pattern's payload, quieted.
+    _, out, _ = run(capsys, "explain", "0x7C01", "--from", "FLOAT16", "--to", "FLOAT", "-v")
+    assert "(0x7FC02000)" in out and "NaN policy" in out

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import Precompute
 from oracle_check import check_against_oracle
 
 import castlike
@@ -15,14 +16,12 @@ from castlike.backends import adapter_named
 from castlike.spec.rules import Mode
 from castlike.spec.types import TypeSpec
 from castlike.testing import (
-    OracleJob,
     all_modes,
     assert_cast_equal,
     curated_inputs,
     mode_id,
     numeric_types,
     oracle_bits,
-    precompute,
 )
 
 SOURCES = [t for t in numeric_types() if t.bits > 16]
@@ -33,10 +32,8 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def curated_cache(oracle_cache: Path) -> Path:
-    jobs = [OracleJob(s, t, m, "curated") for s in SOURCES for t in TARGETS for m in MODES]
-    precompute(jobs, oracle_cache)
-    return oracle_cache
+def curated_cache(precomputed: Precompute) -> Path:
+    return precomputed(SOURCES, TARGETS, MODES, "curated")
 
 
 def _name(t: TypeSpec) -> str:
@@ -60,7 +57,7 @@ def test_large_arrays(
 ) -> None:
     """Arrays large enough for a backend's blocked or chunked paths, in two shapes."""
     adapter = adapter_named(backend)
-    if adapter.native_dtype(source) is None or adapter.native_dtype(target) is None:
+    if adapter.library_dtype(source) is None or adapter.library_dtype(target) is None:
         pytest.skip(f"{backend} cannot hold {source.name} or {target.name} (R10)")
     mode = Mode()
     base = curated_inputs(source)
@@ -80,6 +77,6 @@ def test_large_arrays(
             source,
             target,
             inputs[:count],
-            expected_dtype=adapter.native_dtype(target),
+            expected_dtype=adapter.library_dtype(target),
             expected_shape=shape,
         )

@@ -18,7 +18,7 @@ def test_result_is_lazy_and_keeps_chunks() -> None:
     y = castlike.cast(x, "FLOAT8E4M3FN", saturate=False)
     assert isinstance(y, da.Array)
     assert y.chunks == x.chunks
-    assert y.dtype == castlike.backends.adapter_named("numpy").native_dtype(
+    assert y.dtype == castlike.backends.adapter_named("numpy").library_dtype(
         castlike.spec.spec_of("FLOAT8E4M3FN")
     )
     expected = castlike.cast(x.compute(), "FLOAT8E4M3FN", saturate=False)
@@ -38,6 +38,18 @@ def test_nothing_is_computed_until_asked() -> None:
     assert (2, 3) not in calls
     assert y.compute().tolist() == [[1] * 6] * 4
     assert calls.count((2, 3)) == 4
+
+
+def test_the_adapter_writes_only_what_its_engine_uses() -> None:
+    """Dask's engine casts each block with the NumPy backend: the Dask adapter has no bit
+    primitives or tables of its own, and says so when asked for one."""
+    adapter = castlike.backends.adapter_named("dask")
+    x = da.ones(4, chunks=2, dtype=np.float32)
+    t = castlike.spec.spec_of("FLOAT")
+    for call in (lambda: adapter.bits(x, t), lambda: adapter.device_table(np.zeros(2), x)):
+        with pytest.raises(NotImplementedError, match="the dask backend provides no"):
+            call()
+    assert castlike.cast(x, "FLOAT16").compute().tolist() == [1.0] * 4
 
 
 def test_cast_like_with_dask_arrays() -> None:

@@ -36,10 +36,10 @@ def test_range_is_judged_on_x(
     if dtype is np.float32 and (value > 3.4e38):
         pytest.skip("beyond FLOAT: the value is Inf there")
     adapter = adapter_named(backend)
-    if adapter.native_dtype(castlike.OnnxType.DOUBLE.spec) is None and dtype is np.float64:
+    if adapter.library_dtype(castlike.OnnxType.DOUBLE.spec) is None and dtype is np.float64:
         pytest.skip(f"{backend} holds no DOUBLE here")
     x = adapter.from_numpy(host)
-    if adapter.native_dtype(castlike.OnnxType.FLOAT8E8M0.spec) is None:
+    if adapter.library_dtype(castlike.OnnxType.FLOAT8E8M0.spec) is None:
         with pytest.raises(BackendTypeError, match="cannot hold FLOAT8E8M0"):  # R10
             castlike.cast(x, "FLOAT8E8M0", **options)
         return

@@ -17,19 +17,18 @@ from typing import Any
 
 import numpy as np
 import pytest
+from conftest import Precompute
 
 from castlike._engine import Engine
 from castlike.backends.numpy import NumpyAdapter
 from castlike.spec.types import TypeSpec
 from castlike.testing import (
-    OracleJob,
     all_modes,
     assert_cast_equal,
     curated_inputs,
     mode_id,
     numeric_types,
     oracle_bits,
-    precompute,
 )
 
 SOURCES = [t for t in numeric_types() if t.bits > 16]
@@ -38,9 +37,11 @@ MODES = all_modes()
 
 
 class _Undeclared(NumpyAdapter):
-    """NumPy's primitives, with no native pair declared."""
+    """NumPy's primitives, with no library pair declared and no shortcut: the routes' plain
+    steps."""
 
-    native_pairs = frozenset()
+    library_pairs = frozenset()
+    wide_class_shortcuts = False
 
 
 class _Signed(_Undeclared):
@@ -68,10 +69,8 @@ ADAPTERS = {"unsigned": _Undeclared(), "signed": _Signed(), "flushing": _Flushin
 
 
 @pytest.fixture(scope="module")
-def curated_cache(oracle_cache: Path) -> Path:
-    jobs = [OracleJob(s, t, m, "curated") for s in SOURCES for t in TARGETS for m in MODES]
-    precompute(jobs, oracle_cache)
-    return oracle_cache
+def curated_cache(precomputed: Precompute) -> Path:
+    return precomputed(SOURCES, TARGETS, MODES, "curated")
 
 
 def _name(t: TypeSpec) -> str:
@@ -92,7 +91,7 @@ def test_engine_alone_is_the_rule(
             source, target, mode, inputs, cache_dir=curated_cache, cache_key="curated"
         )
         with np.errstate(all="ignore"):
-            result = engine.from_wide(np.asarray(inputs), source, target, mode)
+            result = engine.run(np.asarray(inputs), engine.route(source, target, mode))
         try:
             assert_cast_equal(result, expected, source, target, inputs)
         except AssertionError as exc:

@@ -6,17 +6,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import Precompute
 from oracle_check import check_against_oracle
 
 from castlike.spec.rules import Mode
 from castlike.spec.types import TypeSpec
 from castlike.testing import (
-    OracleJob,
     all_modes,
     exhaustive_inputs,
     mode_id,
     numeric_types,
-    precompute,
 )
 
 SOURCES = [t for t in numeric_types() if t.bits <= 16]
@@ -27,11 +26,8 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def exhaustive_cache(oracle_cache: Path) -> Path:
-    """Compute every oracle answer this module needs once, on all cores, before the tests."""
-    jobs = [OracleJob(s, t, m, "all") for s in SOURCES for t in TARGETS for m in MODES]
-    precompute(jobs, oracle_cache)
-    return oracle_cache
+def exhaustive_cache(precomputed: Precompute) -> Path:
+    return precomputed(SOURCES, TARGETS, MODES, "all")
 
 
 def _name(t: TypeSpec) -> str:

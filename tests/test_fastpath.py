@@ -8,6 +8,7 @@ import pytest
 
 import castlike
 from castlike import _fastpath
+from castlike.testing import fresh_caches
 
 
 @pytest.fixture(autouse=True)
@@ -51,7 +52,9 @@ def test_dtype_and_byte_order_are_part_of_the_key() -> None:
     assert castlike.cast(x.astype(np.float64), "INT8").tolist() == [1, 127, -2]
 
 
-def test_a_replaced_engine_is_honoured(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_fresh_caches_forget_remembered_casts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A remembered cast would hide an engine replaced later; inside ``fresh_caches`` every
+    call takes the full path, and nothing cast there is remembered after it."""
     from castlike.backends import adapter_named
 
     numpy_adapter = adapter_named("numpy")
@@ -66,5 +69,10 @@ def test_a_replaced_engine_is_honoured(monkeypatch: pytest.MonkeyPatch) -> None:
             return self.engine.cast(array, plan) * 2  # type: ignore[attr-defined]
 
     real = numpy_adapter.engine
-    monkeypatch.setattr(numpy_adapter, "engine", lambda: Doubling(real()))
-    assert castlike.cast(x, "INT8").tolist() == [2, -2]
+    with monkeypatch.context() as m, fresh_caches():
+        m.setattr(numpy_adapter, "engine", lambda: Doubling(real()))
+        assert castlike.cast(x, "INT8").tolist() == [2, -2]
+        assert castlike.cast(x, "INT8").tolist() == [2, -2]  # nothing remembered inside
+        assert _fastpath._CASTS == {}
+    assert _fastpath._CASTS == {}
+    assert castlike.cast(x, "INT8").tolist() == [1, 127]

@@ -32,6 +32,8 @@ from castlike.testing import (
     compare_bits,
     curated_inputs,
     exhaustive_inputs,
+    fresh_caches,
+    memory_layouts,
     mode_id,
     numeric_types,
     random_inputs,
@@ -100,7 +102,7 @@ def test_kernel_equals_pure_engine(
     assert mismatch is None, mismatch.describe(source, target)
 
 
-def test_every_numeric_pair_of_the_issue_has_a_kernel() -> None:
+def test_every_wide_16_bit_integer_or_bool_source_has_a_kernel() -> None:
     """FLOAT, DOUBLE, FLOAT16, BFLOAT16, integers and BOOL to every numeric target, in the spec
     profile, all take the native path."""
     module = _native.module()
@@ -143,29 +145,11 @@ def test_threads_give_the_same_bits(source_name: str, target_name: str) -> None:
         assert np.array_equal(NUMPY.bits(one, target), NUMPY.bits(many, target))
 
 
-def _layouts(base: np.ndarray) -> dict[str, np.ndarray]:
-    grid = base[: 6 * 7 * 8].reshape(6, 7, 8)
-    raw = np.zeros(base.nbytes + 1, dtype=np.uint8)
-    unaligned = raw[1:].view(base.dtype)
-    unaligned[...] = base
-    swapped = base.astype(base.dtype.newbyteorder(">"))
-    return {
-        "strided": grid[:, ::3, 1::2],
-        "negative": base[::-1],
-        "fortran": np.asfortranarray(grid),
-        "transposed": grid.transpose(2, 0, 1),
-        "unaligned": unaligned,
-        "big-endian": swapped,
-        "zero-d": base[5].reshape(()),
-        "empty": base[:0].reshape(0, 3),
-    }
-
-
 @pytest.mark.parametrize(("source_name", "target_name"), _THREAD_CASES)
 def test_layouts_equal_a_contiguous_copy(source_name: str, target_name: str) -> None:
     source = spec_of(source_name)
     base = np.ascontiguousarray(random_inputs(source, 4096, seed=11))
-    for name, x in _layouts(base).items():
+    for name, x in memory_layouts(base).items():
         before = x.tobytes()
         result = castlike.cast(x, target_name)
         copy = np.array(x, order="C").astype(x.dtype.newbyteorder("="))
@@ -216,13 +200,9 @@ def test_a_rule_changed_in_the_spec_reaches_the_kernels(monkeypatch: pytest.Monk
 
     assert native_bits() == [0x7E, 0xFE, 0x3C]
     spec_rules = replace(PROFILES[Profile.SPEC], float8e5m2_nan=0x7D)
-    monkeypatch.setitem(PROFILES, Profile.SPEC, spec_rules)
-    routes.clear_caches()
-    try:
+    with monkeypatch.context() as m, fresh_caches():
+        m.setitem(PROFILES, Profile.SPEC, spec_rules)
         assert native_bits() == [0x7D, 0xFD, 0x3C]
-    finally:
-        monkeypatch.undo()
-        routes.clear_caches()
     assert native_bits() == [0x7E, 0xFE, 0x3C]
 
 

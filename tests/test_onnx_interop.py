@@ -191,12 +191,12 @@ def test_to_array_on_each_backend(t: TypeSpec, backend: str) -> None:
     a = _patterns(t, (2, 3))
     tensor = from_array(a)
     adapter = adapter_named(backend)
-    if adapter.native_dtype(t) is None:
+    if adapter.library_dtype(t) is None:
         with pytest.raises(BackendTypeError, match=t.name):
             to_array(tensor, xp=backend)
         return
     x = to_array(tensor, xp=backend)
-    assert x.dtype == adapter.native_dtype(t)
+    assert x.dtype == adapter.library_dtype(t)
     np.testing.assert_array_equal(_bits(adapter.to_numpy(x), t), _bits(a, t))
     # and back: from_array takes the backend's array directly
     assert from_array(x).raw_data == tensor.raw_data
@@ -344,17 +344,17 @@ def test_run_node_on_each_backend(op: str, backend: str) -> None:
     else:
         node = helper.make_node("CastLike", ["x", "like"], ["y"], saturate=0)
         inputs = [x, like]
-    if adapter.native_dtype(TYPES[_T.FLOAT8E4M3FN]) is None:  # R10: refused, by name
+    if adapter.library_dtype(TYPES[_T.FLOAT8E4M3FN]) is None:  # R10: refused, by name
         with pytest.raises(BackendTypeError, match=f"{backend} cannot hold FLOAT8E4M3FN"):
             run_node(node, inputs, backend=backend)
         # A type the library holds instead, equal to the NumPy backend's.
         node = helper.make_node("Cast", ["x"], ["y"], to=TensorProto.INT8)
         (y,) = run_node(node, [x], backend=backend)
-        assert y.dtype == adapter.native_dtype(TYPES[_T.INT8])
+        assert y.dtype == adapter.library_dtype(TYPES[_T.INT8])
         assert adapter.to_numpy(y).tolist() == castlike.cast(x, "INT8").tolist()
         return
     (y,) = run_node(node, inputs, backend=backend)
-    assert y.dtype == adapter.native_dtype(TYPES[_T.FLOAT8E4M3FN])
+    assert y.dtype == adapter.library_dtype(TYPES[_T.FLOAT8E4M3FN])
     assert _hex(adapter.to_numpy(y)) == ["0x1D", "0x7E", "0x7F", "0x7F", "0x7F", "0x7F", "0x80"]
     # Inputs already in the backend need no backend argument.
     (z,) = run_node(node, [adapter.from_numpy(v) for v in inputs])

@@ -106,14 +106,14 @@ def _expected(case: NodeCase) -> np.ndarray:
 def _cannot_hold(backend: str, case: NodeCase) -> TypeSpec | None:
     ins, out = _types(case)
     adapter = adapter_named(backend)
-    return next((t for t in [*ins, out] if adapter.native_dtype(t) is None), None)
+    return next((t for t in [*ins, out] if adapter.library_dtype(t) is None), None)
 
 
 def _run(case: NodeCase, backend: str, profile: str) -> np.ndarray:
     (result,) = run_node(case.model, _inputs(case), backend=backend, profile=profile)
     _, out = _types(case)
     adapter = adapter_named(backend)
-    assert result.dtype == adapter.native_dtype(out)  # the backend's own dtype, not NumPy's
+    assert result.dtype == adapter.library_dtype(out)  # the backend's own dtype, not NumPy's
     host: np.ndarray = adapter.to_numpy(result)
     return host
 

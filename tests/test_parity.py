@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ from castlike.cli import main
 from castlike.parity import CellStatus, checks_for, input_keys, run_parity
 from castlike.spec.rules import Profile
 from castlike.spec.types import TYPES, OnnxType, TypeSpec
-from castlike.testing import inputs_for
+from castlike.testing import fresh_caches, inputs_for
 
 pytestmark = pytest.mark.parity
 
@@ -58,7 +59,7 @@ def test_parity_on_a_subset(backend: str, oracle_cache: Path) -> None:
         size = sum(inputs_for(s, k).size for k in keys)
         for t in TARGETS:
             cell = report.cell(s, t, backend)
-            if adapter.native_dtype(s) is not None and adapter.native_dtype(t) is not None:
+            if adapter.library_dtype(s) is not None and adapter.library_dtype(t) is not None:
                 assert cell.status is CellStatus.PASS
                 assert cell.checks == len(checks_for(s, t))
                 assert cell.elements == size
@@ -90,7 +91,7 @@ class _FlipOneBit:
 
 
 def _holds_float8(backend: str) -> bool:
-    return adapter_named(backend).native_dtype(TYPES[_T.FLOAT8E4M3FN]) is not None
+    return adapter_named(backend).library_dtype(TYPES[_T.FLOAT8E4M3FN]) is not None
 
 
 def _broken_pair(backend: str) -> tuple[TypeSpec, TypeSpec]:
@@ -100,7 +101,9 @@ def _broken_pair(backend: str) -> tuple[TypeSpec, TypeSpec]:
 
 
 @pytest.fixture
-def broken_backend(backend: str, monkeypatch: pytest.MonkeyPatch) -> tuple[str, TypeSpec, TypeSpec]:
+def broken_backend(
+    backend: str, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[str, TypeSpec, TypeSpec]]:
     """The backend under test, with FLOAT -> FLOAT8E4M3FN element 0 off by one bit (DOUBLE ->
     FLOAT where the library cannot hold FLOAT8E4M3FN, as the standard's dtypes cannot)."""
     adapter = adapter_named(backend)
@@ -110,8 +113,9 @@ def broken_backend(backend: str, monkeypatch: pytest.MonkeyPatch) -> tuple[str, 
     def engine() -> Any:
         return _FlipOneBit(real_engine(), adapter, source, target)
 
-    monkeypatch.setattr(adapter, "engine", engine)
-    return backend, source, target
+    with monkeypatch.context() as m, fresh_caches():
+        m.setattr(adapter, "engine", engine)
+        yield backend, source, target
 
 
 def test_parity_catches_one_flipped_bit(
@@ -234,7 +238,7 @@ def test_conformance_on_a_subset(backend: str) -> None:
     report = run_conformance([subset], [backend])
     for o in report.outcomes:
         holds = all(
-            adapter_named(o.backend).native_dtype(TYPES[_T[n]]) is not None
+            adapter_named(o.backend).library_dtype(TYPES[_T[n]]) is not None
             for n in (o.source, o.target)
         )
         assert o.status is (Status.PASS if holds else Status.NOT_REPRESENTABLE), o.message
@@ -314,7 +318,7 @@ def test_conformance_command_passes(
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "test_cast_FLOAT16_to_FLOAT4E2M1" in out
-    if adapter_named(backend).native_dtype(TYPES[_T.FLOAT4E2M1]) is not None:
+    if adapter_named(backend).library_dtype(TYPES[_T.FLOAT4E2M1]) is not None:
         assert "finite_only_nan" in out  # the spec difference is reported, not failed
     else:
         assert "n/r" in out
@@ -415,7 +419,7 @@ def test_wheel_data_with_the_legacy_profile(version: str, backend: str) -> None:
         o.case.name
         for o in report.outcomes
         if all(
-            adapter.native_dtype(TYPES[_T[n]]) is not None or (n == "STRING" and strings_held)
+            adapter.library_dtype(TYPES[_T[n]]) is not None or (n == "STRING" and strings_held)
             for n in (o.source, o.target)
         )
     }
@@ -425,7 +429,7 @@ def test_wheel_data_with_the_legacy_profile(version: str, backend: str) -> None:
     strings = {name for name in holdable if "STRING" in name}
     assert len(strings) == (6 if strings_held else 0)
     assert strings <= by_status[Status.PASS]
-    if adapter.native_dtype(TYPES[_T.BFLOAT16]) is not None:
+    if adapter.library_dtype(TYPES[_T.BFLOAT16]) is not None:
         assert by_status[Status.PASS] >= _BFLOAT16_TRUNCATION
     differs = {o.case.name: o.spec_rules for o in report.spec_differences}
     expected = WHEEL_SPEC_DIFFERENCES[version]

@@ -162,7 +162,7 @@ def test_onnx_wheel_node_data(version: str, name: str, profile: str) -> None:
         _same_bits(result, _bits(expected, t), t)
 
 
-# -- the examples -------------------------------------------------------------------------
+# -- worked examples -------------------------------------------------------------------------------
 
 
 def test_int64_examples() -> None:
@@ -817,10 +817,10 @@ def test_strings_like_a_backend_array(backend: str) -> None:
 def test_strings_like_a_backend_array_of_each_type(backend: str, target: str) -> None:
     adapter = adapter_named(backend)
     t = TYPES[castlike.onnx_type(target)]
-    if adapter.native_dtype(t) is None:
+    if adapter.library_dtype(t) is None:
         pytest.skip(f"{backend} cannot hold {target}: {adapter.cannot_hold_hint(t)}")
     texts = np.array(["1.5", "-2", "7", "0"], dtype=SD)
-    like = adapter.from_numpy(np.zeros(1, dtype=NUMPY.native_dtype(t)))
+    like = adapter.from_numpy(np.zeros(1, dtype=NUMPY.library_dtype(t)))
     if _refused(adapter, lambda: castlike.cast_like(texts, like)):
         return
     result = castlike.cast_like(texts, like)

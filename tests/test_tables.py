@@ -173,13 +173,16 @@ def test_pattern_table_is_the_rule(source: TypeSpec, target: TypeSpec) -> None:
             assert np.array_equal((out & fmt.sign_mask) != 0, inputs.negative)
 
 
-def test_pattern_table_keeps_nan_payloads() -> None:
+def test_pattern_table_follows_the_nan_policy() -> None:
+    """R3's one NaN policy: quieted, sign and payload top bits kept; into its own type the
+    pattern itself."""
     f16, bf16 = T("FLOAT16"), T("BFLOAT16")
-    assert tables.pattern_table(f16, T("FLOAT"), Mode())[0x7C01] == 0x7F802000
+    assert tables.pattern_table(f16, T("FLOAT"), Mode())[0x7C01] == 0x7FC02000
     assert tables.pattern_table(f16, T("DOUBLE"), Mode())[0xFC01] == 0xFFF8040000000000
-    assert tables.pattern_table(bf16, T("FLOAT16"), Mode())[0x7F81] == 0x7C08
-    assert tables.pattern_table(bf16, bf16, Mode())[0x7F81] == 0x7FC0
-    assert tables.pattern_table(bf16, bf16, Mode(profile=Profile.LEGACY))[0x7F81] == 0x7FC1
+    assert tables.pattern_table(bf16, T("FLOAT16"), Mode())[0x7F81] == 0x7E08
+    assert tables.pattern_table(bf16, bf16, Mode())[0x7F81] == 0x7F81
+    assert tables.pattern_table(bf16, bf16, Mode(profile=Profile.LEGACY))[0x7F81] == 0x7F81
+    assert tables.pattern_table(f16, bf16, Mode())[0xFE01] == 0xFFC0  # payload below BF16's
 
 
 @pytest.mark.parametrize("target", SMALL_FLOATS, ids=lambda t: t.name)

@@ -70,27 +70,19 @@ def wrap(data: np.ndarray, namespace: TinyNamespace) -> TinyArray:
 
 
 class TinyAdapter(Adapter):
-    """The primitives castlike needs of the library: its dtypes and moving data."""
+    """The primitives castlike needs of the library: its dtypes and moving data (no bit
+    primitives: its engine casts the wrapped NumPy data with the NumPy backend)."""
 
     def __init__(self, namespace: TinyNamespace, flip_lowest_bit: bool = False) -> None:
         self.xp = namespace
         self.name = namespace.__name__
         self.flip_lowest_bit = flip_lowest_bit
 
-    def native_dtype(self, t: TypeSpec) -> Any | None:
-        return None if t.code == OnnxType.STRING else NUMPY.native_dtype(t)
+    def library_dtype(self, t: TypeSpec) -> Any | None:
+        return None if t.code == OnnxType.STRING else NUMPY.library_dtype(t)
 
     def onnx_type_of(self, dtype: Any) -> OnnxType | None:
         return NUMPY.onnx_type_of(dtype)
-
-    def bits(self, x: Any, t: TypeSpec) -> Any:
-        return NUMPY.bits(x.data, t)
-
-    def from_bits(self, u: Any, t: TypeSpec) -> Any:
-        return wrap(NUMPY.from_bits(u, t), self.xp)
-
-    def device_table(self, table: np.ndarray, like: Any) -> np.ndarray:
-        return table
 
     def from_numpy(self, array: np.ndarray, like: Any = None) -> TinyArray:
         found = NUMPY.onnx_type_of(array.dtype)

@@ -1,10 +1,11 @@
-"""Which native kernel casts a (source, target, mode), with which tables and constants.
+"""Which native kernel carries out a cast's route, with which tables and constants.
 
-This is where the native path meets the spec: every table is one of the spec's lookup tables
-(:mod:`castlike.spec.tables`) and every constant a kernel needs (saturation bounds, what NaN
-becomes, masks) is computed here from the types of :mod:`castlike.spec` and its oracle, so
-that the C++ kernels restate no rule.  :func:`kernel_for` returns None for the few casts the
-kernels do not cover (listed in docs/performance.rst); the pure engine casts those.
+The route of a cast is the spec's (:func:`castlike.spec.route.route_for`, for the kernels'
+capabilities :data:`KERNELS`); this module names the C++ kernel that implements its family
+and hands it the route's parameters (bounds, special results) and the spec's tables
+(:mod:`castlike.spec.tables`), so that the kernels restate no rule and decide nothing.
+:func:`kernel_for` returns None for the routes the kernels do not implement (listed in
+docs/performance.rst); the pure engine carries those out.
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ from functools import lru_cache
 from types import ModuleType
 from typing import Any
 
-from .._engine import Engine, saturation_bounds
-from ..spec.rules import Mode, float_to_int_zeroes
+from ..spec.route import Capabilities, Family, FloatBits, Route, route_for
+from ..spec.rules import Mode
 from ..spec.tables import (
     DOUBLE_CLASS_BITS,
     FLOAT32_CLASS_BITS,
@@ -25,9 +26,15 @@ from ..spec.tables import (
 )
 from ..spec.types import Kind, OnnxType, TypeSpec
 
-__all__ = ["clear_caches", "covers", "kernel_for", "route"]
+__all__ = ["KERNELS", "clear_caches", "covers", "kernel_for", "route"]
 
 _T = OnnxType
+
+#: What the kernels can do, as the routes read it: bit views, the DOUBLE class table, integers
+#: clipped into the small floats, and integer sources by arithmetic rather than a gather (a
+#: conversion, a mask or a clamp: faster).  No library conversion is declared: the kernels are
+#: castlike's own.
+KERNELS = Capabilities(double_class_table=True, clamped_integers=True, arithmetic_integers=True)
 
 
 def _type_key(source: TypeSpec) -> str:
@@ -47,34 +54,23 @@ def _storage(t: TypeSpec) -> str:
     return f"u{t.storage_bits}"
 
 
-def _nan_result(source: TypeSpec, target: TypeSpec, mode: Mode) -> int:
-    """What a NaN of ``source`` becomes in ``target``, by the spec's array rules (already
-    loaded for the tables, where the scalar oracle would add its import to a first cast)."""
-    import numpy as np
-
-    from ..spec.binary import cast_patterns
-
-    nan = source.fmt.nan_bits()
-    assert nan is not None  # the float sources of the kernels (FLOAT, DOUBLE) have a NaN
-    return int(cast_patterns(np.array([nan], dtype=np.uint64), source, target, mode)[0])
+def _implemented(r: Route) -> bool:
+    """Whether the kernels implement ``r``: every route but three of rare profiles, left to
+    the pure engine: the ml_dtypes zeroes (:attr:`Route.keep`), the FLOAT8E8M0 sign fix-up
+    after a rounding through FLOAT (:attr:`Route.negative_is_nan`), and an integer rounded to
+    nearest FLOAT first into a small float of wide range (the FLOAT class kernel's integer
+    variants round to odd, or clip where the target's range allows: FLOAT8E8M0's does not)."""
+    integer_nearest = (
+        r.family is Family.SMALL_FLOAT and r.source.is_integer and r.float_bits is FloatBits.NEAREST
+    )
+    return r.keep is None and not r.negative_is_nan and not integer_nearest
 
 
 def covers(source: TypeSpec, target: TypeSpec, mode: Mode) -> bool:
-    """Whether a native kernel casts ``source`` to ``target`` under ``mode`` (no table built).
-
-    Every numeric cast but one family: FLOAT8E8M0 from a wide source other than FLOAT in the
-    profiles that round wide sources to the nearest FLOAT first (their R6 ``x < 0`` fix-up
-    after that rounding is left to the pure engine).
-    """
+    """Whether a native kernel casts ``source`` to ``target`` under ``mode`` (no table built)."""
     if not (source.is_numeric and target.is_numeric):
         return False
-    if source.storage_bits > 16 and float_to_int_zeroes(source, target, mode) != "none":
-        return False  # R12 reference's ml_dtypes zeroes: the pure engine (a rare profile)
-    return not (
-        source.storage_bits > 16
-        and target.code == _T.FLOAT8E8M0
-        and not Engine.rounds_to_odd(source, target, mode)
-    )
+    return _implemented(route_for(source, target, mode, KERNELS))
 
 
 def route(source: TypeSpec, target: TypeSpec, mode: Mode) -> tuple[str, dict[str, Any]] | None:
@@ -82,57 +78,122 @@ def route(source: TypeSpec, target: TypeSpec, mode: Mode) -> tuple[str, dict[str
 
     ``mode`` must already be ``mode.effective_for(target)``.
     """
-    if not covers(source, target, mode):
+    if not (source.is_numeric and target.is_numeric):
+        return None
+    r = route_for(source, target, mode, KERNELS)
+    if not _implemented(r):
         return None
     if _T(source.code) in _HALF_KEYS and _T(target.code) in _WIDE_FLOAT_KEYS:
-        # R3: widening is exact, with nothing to decide; the CPU's conversion where it has one.
+        # R3: widening is exact (a NaN quieted, its payload kept, as the pattern table says);
+        # the CPU's conversion where it has one.
         return f"widen:{_HALF_KEYS[_T(source.code)]}:{_WIDE_FLOAT_KEYS[_T(target.code)]}", {}
     if source.kind is Kind.BOOL:
-        return _from_bool(source, target, mode)
-    arithmetic = source.is_integer and not source.is_sub_byte
-    if source.storage_bits <= 16 and not arithmetic:
+        return _from_bool(source, target, r)
+    if r.family is Family.PATTERN_TABLE:
         # Every pattern of the source, cast once by the spec's table: one gather.
-        table = pattern_table(source, target, mode)
+        table = pattern_table(source, target, r.mode)
         mask = (1 << source.bits) - 1
         return f"gather:{_storage(source)}:{_storage(target)}", {"table": table, "mask": mask}
-    # Integers of every width, FLOAT and DOUBLE: arithmetic kernels (an integer source's kernel
-    # is a conversion, a mask or a clamp: faster than a gather).
-    s, t = _T(source.code), _T(target.code)
-    key = _type_key(source)
-    rules = mode.profile.rules
-    if target.kind is Kind.BOOL:
-        width = source.storage_bits
-        sign = (1 << (width - 1)) if source.is_float else 0
-        return f"nonzero:u{width}:u8", {"mask": ((1 << width) - 1) ^ sign}
-    if target.is_integer:
-        return _to_integer(source, target, mode, key)
-    if t is _T.FLOAT or t is _T.DOUBLE:
-        if s is t:  # the same type: a copy of the bits
-            return f"int_to_int:u{source.bits}:u{source.bits}", {"mask": (1 << source.bits) - 1}
-        return f"convert:{key}:f{target.bits}", {}
-    odd = Engine.rounds_to_odd(source, target, mode)
-    if t is _T.FLOAT16:
+    return _ARITHMETIC[r.family](r, _type_key(source))
+
+
+def _nonzero(r: Route, key: str) -> tuple[str, dict[str, Any]]:
+    width = r.source.storage_bits
+    sign = (1 << (width - 1)) if r.source.is_float else 0
+    return f"nonzero:u{width}:u8", {"mask": ((1 << width) - 1) ^ sign}
+
+
+def _low_bits(r: Route, key: str) -> tuple[str, dict[str, Any]]:
+    source, target = r.source, r.target
+    params: dict[str, Any] = {"mask": (1 << target.bits) - 1}
+    if r.clip is not None:  # the legacy clip to the range, in bounds the source holds
+        params.update(
+            variant=1, ilo=max(r.clip[0], source.int_min), ihi=min(r.clip[1], source.int_max)
+        )
+    return f"int_to_int:{key}:{_storage(target)}", params
+
+
+def _saturating(r: Route, key: str) -> tuple[str, dict[str, Any]]:
+    assert r.saturation is not None and r.nan_result is not None
+    low, high, limit = r.saturation
+    return f"float_to_int:{key}:{_type_key(r.target)}", {
+        "lo": low,
+        "hi": high,
+        "limit": float("inf") if limit is None else limit,
+        "hi_result": r.target.int_max,
+        "nan_result": r.nan_result,
+    }
+
+
+def _sub_byte(r: Route, key: str) -> tuple[str, dict[str, Any]]:
+    assert r.nan_result is not None
+    params: dict[str, Any] = {
+        "mask": (1 << r.target.bits) - 1,
+        "hi": r.wrap_bound,
+        "variant": 0 if r.rounding == "half_even" else 1,
+        "nan_result": r.nan_result,
+    }
+    if r.clip is not None:
+        params.update(pre_lo=float(r.clip[0]), pre_hi=float(r.clip[1]))
+    return f"float_to_sub_byte:{key}:u8", params
+
+
+def _ieee(r: Route, key: str) -> tuple[str, dict[str, Any]]:
+    source, target = r.source, r.target
+    if target.code == _T.FLOAT16:
         return f"float16:{key}:u16", {}
-    if t is _T.BFLOAT16:
-        truncate = rules.bfloat16 == "truncate"
-        if s is _T.FLOAT:
-            return "bfloat16:f32:u16", {"variant": 2 if truncate else 0}
-        # Wide sources: rounded once (0), or to the nearest FLOAT first (1), then truncated (2).
-        variant = 2 if truncate else (0 if odd else 1)
-        return f"bfloat16:{key}:u16", {"variant": variant}
-    # float8, float4, float6, FLOAT8E8M0: the spec's class tables.
-    if s is _T.DOUBLE and odd:
+    if source.code == target.code:  # the same type: a copy of the bits
+        return f"int_to_int:u{source.bits}:u{source.bits}", {"mask": (1 << source.bits) - 1}
+    return f"convert:{key}:f{target.bits}", {}
+
+
+#: The BFLOAT16 kernel's variants: from FLOAT bits rounded to odd (or FLOAT itself), from FLOAT
+#: rounded to nearest first (a profile), or truncated.
+_BFLOAT16_VARIANTS = {"odd": 0, "nearest": 1, "truncate": 2}
+
+
+def _bfloat16(r: Route, key: str) -> tuple[str, dict[str, Any]]:
+    if r.truncate:
+        variant = "truncate"
+    else:
+        variant = "nearest" if r.float_bits is FloatBits.NEAREST else "odd"
+    return f"bfloat16:{key}:u16", {"variant": _BFLOAT16_VARIANTS[variant]}
+
+
+#: The FLOAT class kernel's variants: FLOAT bits exact or rounded to odd; an integer clipped to
+#: +-2**24 (or a DOUBLE rounded to nearest FLOAT first, a profile).
+_CLASS_VARIANTS = {
+    FloatBits.SAME: 0,
+    FloatBits.ODD: 0,
+    FloatBits.NEAREST: 1,
+    FloatBits.CLAMPED_INTEGER: 1,
+}
+
+
+def _small_float(r: Route, key: str) -> tuple[str, dict[str, Any]]:
+    target, mode = r.target, r.mode
+    if r.double_classes:
         table = double_class_table(target, mode)
         return "double_class:f64:u8", {"table": table, "class_bits": DOUBLE_CLASS_BITS}
+    assert r.float_bits is not None
     table = float32_class_table(target, mode)
-    # Integers: clamped to +-2**24 first where the target's range allows (then exact in FLOAT).
-    # DOUBLE: to the nearest FLOAT first where the profile says so.
-    variant = int(target.fmt.max_value < 2**24) if source.is_integer else int(not odd)
-    params = {"table": table, "class_bits": FLOAT32_CLASS_BITS, "variant": variant}
+    params = {"table": table, "class_bits": FLOAT32_CLASS_BITS}
+    params["variant"] = _CLASS_VARIANTS[r.float_bits]
     return f"float_class:{key}:u8", params
 
 
-def _from_bool(source: TypeSpec, target: TypeSpec, mode: Mode) -> tuple[str, dict[str, Any]]:
+_ARITHMETIC = {
+    Family.NONZERO: _nonzero,
+    Family.LOW_BITS: _low_bits,
+    Family.SATURATING_TRUNCATION: _saturating,
+    Family.SUB_BYTE: _sub_byte,
+    Family.IEEE: _ieee,
+    Family.BFLOAT16: _bfloat16,
+    Family.SMALL_FLOAT: _small_float,
+}
+
+
+def _from_bool(source: TypeSpec, target: TypeSpec, r: Route) -> tuple[str, dict[str, Any]]:
     """A BOOL source, whose storage byte the kernels read.
 
     R8: a BOOL is 0 or 1 whatever its byte holds (NumPy, PyTorch and JAX read any nonzero byte
@@ -156,50 +217,7 @@ def _from_bool(source: TypeSpec, target: TypeSpec, mode: Mode) -> tuple[str, dic
         return "float16:b8:u16", {}
     if t is _T.BFLOAT16:
         return "bfloat16:b8:u16", {}
-    return "gather:u8:u8", {"table": byte_table(source, target, mode), "mask": 0xFF}
-
-
-def _to_integer(
-    source: TypeSpec, target: TypeSpec, mode: Mode, key: str
-) -> tuple[str, dict[str, Any]]:
-    rules = mode.profile.rules
-    if target.is_sub_byte:
-        mask = (1 << target.bits) - 1
-        saturate = rules.sub_byte_range == "saturate"
-        if not source.is_float:  # integers
-            params: dict[str, Any] = {"mask": mask}
-            if saturate:
-                params.update(
-                    variant=1,
-                    ilo=max(target.int_min, source.int_min),
-                    ihi=min(target.int_max, source.int_max),
-                )
-            return f"int_to_int:{key}:u8", params
-        # Every float of magnitude >= 2**(mantissa + 1 + bits) is a multiple of 2**bits: clamping
-        # there keeps the low bits.
-        bound = float(2 ** (source.fmt.mantissa_bits + 1 + target.bits))
-        params = {
-            "mask": mask,
-            "hi": bound,
-            "variant": 0 if rules.sub_byte_rounding == "half_even" else 1,
-            "nan_result": _nan_result(source, target, mode),
-        }
-        if saturate:
-            params.update(pre_lo=float(target.int_min), pre_hi=float(target.int_max))
-        return f"float_to_sub_byte:{key}:u8", params
-    tkey = _type_key(target)
-    if not source.is_float:  # integers
-        return f"int_to_int:{key}:u{target.bits}", {"mask": (1 << target.bits) - 1}
-    # Truncation with saturation: clamp to bounds exact in the source format; a maximum the
-    # format cannot hold is reached by x >= int_max + 1 instead.
-    low, high, limit = saturation_bounds(source, target)
-    return f"float_to_int:{key}:{tkey}", {
-        "lo": low,
-        "hi": high,
-        "limit": float("inf") if limit is None else limit,
-        "hi_result": target.int_max,
-        "nan_result": _nan_result(source, target, mode),
-    }
+    return "gather:u8:u8", {"table": byte_table(source, target, r.mode), "mask": 0xFF}
 
 
 @lru_cache(maxsize=4096)

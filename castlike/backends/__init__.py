@@ -31,9 +31,9 @@ from typing import Any
 
 import array_api_compat as aac
 
+from .._adapter import Adapter
 from ..errors import BackendTypeError, CastValueError
 from ..spec.types import OnnxType
-from ._base import Adapter
 from ._registry import BUILTIN_BACKENDS, ENTRY_POINT_GROUP, BackendInfo
 
 __all__ = [

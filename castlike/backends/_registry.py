@@ -38,7 +38,7 @@ class BackendInfo:
         ``f(xp) -> bool``, whether an Array-API namespace is this library's; or the name of
         such a function of array-api-compat ("is_torch_namespace").
     adapter : str
-        Where the :class:`~castlike.backends._base.Adapter` lives: a module path (its
+        Where the :class:`~castlike._adapter.Adapter` lives: a module path (its
         ``ADAPTER`` attribute), or ``"module:attribute"``.  The attribute is an adapter, or a
         function of no argument that returns one.
     extra : str, optional

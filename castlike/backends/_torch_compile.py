@@ -36,6 +36,7 @@ __all__ = [
     "OPAQUE_TO_INDUCTOR",
     "bytes_as",
     "bytes_of",
+    "clear_device_tables",
     "device_table",
     "native_cast",
     "native_enabled",
@@ -96,6 +97,11 @@ def device_table(
     if torch.compiler.is_compiling():
         return torch.ops.castlike.lookup_table(like, *args)
     return _cached_table(*args, like.device)
+
+
+def clear_device_tables() -> None:
+    """Forget the tables moved to devices (after the spec's rules changed)."""
+    _TABLES.clear()
 
 
 def _cached_table(

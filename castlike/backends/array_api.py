@@ -38,14 +38,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .._adapter import Adapter
 from .._engine import Engine
 from ..errors import BackendTypeError
 from ..spec.types import Kind, OnnxType, TypeSpec, spec_of
-from ._base import Adapter
 
 if TYPE_CHECKING:
     from ..spec.plan import Plan
-    from ..spec.rules import Mode
+    from ..spec.route import Route
 
 __all__ = [
     "REQUIRED_FUNCTIONS",
@@ -80,11 +80,11 @@ _DOUBLE = spec_of(_T.DOUBLE)
 _FLOAT16 = spec_of(_T.FLOAT16)
 #: The smallest magnitudes that round to Inf in FLOAT and FLOAT16 (max + half an ulp: the tie
 #: goes to the even Inf).
-_FLOAT_OVERFLOW = 2.0**128 - 2.0**103
-_FLOAT16_OVERFLOW = 65520.0
-#: An integer clipped to +-this keeps its FLOAT16 result (beyond 65520 it is Inf) and is exact
-#: in FLOAT.
-_FLOAT16_INT_CLIP = 1 << 17
+_FLOAT_OVERFLOW = float(_FLOAT.fmt.nearest_overflow)
+_FLOAT16_OVERFLOW = float(_FLOAT16.fmt.nearest_overflow)
+#: An integer clipped to +-this keeps its FLOAT16 result (this one and beyond are Inf) and is
+#: exact in FLOAT.
+_FLOAT16_INT_CLIP = math.ceil(_FLOAT16.fmt.nearest_overflow)
 
 
 class ArrayApiAdapter(Adapter):
@@ -100,6 +100,8 @@ class ArrayApiAdapter(Adapter):
 
     #: Strings live in NumPy arrays (R9), and this backend moves no data between libraries.
     moves_strings_through_numpy = False
+    #: The standard has no bit reinterpretation: the routes take the value-based steps below.
+    bit_views = False
 
     def __init__(self, xp: Any, name: str | None = None) -> None:
         self.xp = xp
@@ -111,7 +113,7 @@ class ArrayApiAdapter(Adapter):
                 self._dtypes[code] = dtype
 
     # -- types -----------------------------------------------------------------------------
-    def native_dtype(self, t: TypeSpec) -> Any | None:
+    def library_dtype(self, t: TypeSpec) -> Any | None:
         return self._dtypes.get(_T(t.code))
 
     def onnx_type_of(self, dtype: Any) -> OnnxType | None:
@@ -144,7 +146,7 @@ class ArrayApiAdapter(Adapter):
 
     def require(self, t: TypeSpec) -> Any:
         """The dtype holding ``t``, or a BackendTypeError naming the library (R10)."""
-        dtype = self.native_dtype(t)
+        dtype = self.library_dtype(t)
         if dtype is None:
             raise BackendTypeError(f"{self.name} cannot hold {t.name}; {self.cannot_hold_hint(t)}")
         return dtype
@@ -176,7 +178,7 @@ class ArrayApiAdapter(Adapter):
 
         found = NUMPY.onnx_type_of(array.dtype)
         t = spec_of(found) if found is not None else None
-        if t is None or self.native_dtype(t) is None:
+        if t is None or self.library_dtype(t) is None:
             name = t.name if t is not None else str(array.dtype)
             raise BackendTypeError(f"{self.name} cannot hold {name}")
         native = array.astype(array.dtype.newbyteorder("="), order="C")  # a copy, as DLPack needs
@@ -208,18 +210,18 @@ class ArrayApiEngine(Engine):
                 # comparison gives the True of the library's own reading (R8: nonzero).
                 return self.xp.not_equal(x, False)
             return self.a.astype(x, target)  # True -> 1, False -> 0: the standard says so
-        return self.from_wide(x, source, target, mode)
+        return self.run(x, self.route(source, target, mode))
 
-    def nonzero(self, x: Any, source: TypeSpec) -> Any:
-        return x != (0.0 if source.is_float else 0)
+    def nonzero(self, x: Any, route: Route) -> Any:
+        return x != (0.0 if route.source.is_float else 0)
 
     # -- integers ----------------------------------------------------------------------------
-    def float_to_integer(self, x: Any, source: TypeSpec, target: TypeSpec, mode: Mode) -> Any:
-        """R7 on a truncated value whose NaN is 0: the engine's clip then converts an integer
-        the target holds."""
+    def saturating_truncation(self, x: Any, route: Route) -> Any:
+        """R7 on a truncated value whose NaN is the route's result: the engine's clip then
+        converts an integer the target holds."""
         xp = self.xp
         x = xp.where(x != x, xp.zeros_like(x), x)  # NaN -> 0 (R7), before any arithmetic
-        return super().float_to_integer(xp.trunc(x), source, target, mode)
+        return super().saturating_truncation(xp.trunc(x), route)
 
     def integer_to_integer(self, x: Any, target: TypeSpec) -> Any:
         """R8: the low ``target.bits`` bits in two's complement, by value arithmetic."""
@@ -258,8 +260,9 @@ class ArrayApiEngine(Engine):
         return spec_of(found)
 
     # -- IEEE targets --------------------------------------------------------------------------
-    def to_ieee(self, x: Any, source: TypeSpec, target: TypeSpec) -> Any:
+    def ieee(self, x: Any, route: Route) -> Any:
         """FLOAT, DOUBLE and FLOAT16 targets, each with one rounding from the source value."""
+        source, target = route.source, route.target
         code = _T(target.code)
         if code is _T.FLOAT16:
             return self._to_float16(x, source)
@@ -286,7 +289,7 @@ class ArrayApiEngine(Engine):
     def _to_float16(self, x: Any, source: TypeSpec) -> Any:
         xp = self.xp
         if source.is_integer:
-            # Beyond +-2**17 every integer gives +-Inf; clipped, it is exact in FLOAT.
+            # From FLOAT16's overflow on every integer gives +-Inf; clipped, it is exact in FLOAT.
             low = max(source.int_min, -_FLOAT16_INT_CLIP)
             x = self.a.astype(xp.clip(x, low, min(source.int_max, _FLOAT16_INT_CLIP)), _FLOAT)
         elif source.code == _T.DOUBLE:

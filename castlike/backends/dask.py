@@ -18,9 +18,9 @@ import numpy as np
 from dask.base import tokenize
 from dask.highlevelgraph import HighLevelGraph
 
+from .._adapter import Adapter
 from .._engine import Engine
 from ..spec.types import Kind, OnnxType, TypeSpec
-from ._base import Adapter
 from .numpy import ADAPTER as NUMPY
 
 __all__ = ["ADAPTER", "DaskAdapter", "DaskEngine"]
@@ -32,24 +32,11 @@ class DaskAdapter(Adapter):
     name = "dask"
     xp = xp_dask
 
-    def native_dtype(self, t: TypeSpec) -> Any | None:
-        return NUMPY.native_dtype(t)
+    def library_dtype(self, t: TypeSpec) -> Any | None:
+        return NUMPY.library_dtype(t)
 
     def onnx_type_of(self, dtype: Any) -> OnnxType | None:
         return NUMPY.onnx_type_of(dtype)
-
-    def bits(self, x: Any, t: TypeSpec) -> Any:
-        storage = np.dtype(f"uint{t.storage_bits}")
-        return x.map_blocks(NUMPY.bits, t, dtype=storage)
-
-    def from_bits(self, u: Any, t: TypeSpec) -> Any:
-        return u.map_blocks(NUMPY.from_bits, t, dtype=NUMPY.native_dtype(t))
-
-    def device_table(self, table: np.ndarray, like: Any) -> np.ndarray:
-        return table
-
-    def take(self, table: Any, index: Any) -> Any:
-        return index.map_blocks(lambda block: np.take(table, block), dtype=table.dtype)
 
     def from_numpy(self, array: np.ndarray, like: Any = None) -> Any:
         array = np.asarray(array)
@@ -76,7 +63,7 @@ class DaskAdapter(Adapter):
                 kind = "T"  # a fixed width would depend on every block's longest string
             dtype = strings.block_text_dtype(source, kind)
         else:
-            dtype = NUMPY.native_dtype(target)
+            dtype = NUMPY.library_dtype(target)
         if source.kind is not Kind.STRING:  # formatting numbers never fails
             return x.map_blocks(strings.format_block, plan, kind, dtype=dtype, meta=_meta(x, dtype))
         if strings.block_can_fail(plan, errors, x.dtype):
@@ -191,7 +178,7 @@ class DaskEngine(Engine):
 
     def cast(self, x: Any, plan: Any) -> Any:
         numpy_engine = NUMPY.engine()
-        return x.map_blocks(numpy_engine.cast, plan, dtype=NUMPY.native_dtype(plan.target))
+        return x.map_blocks(numpy_engine.cast, plan, dtype=NUMPY.library_dtype(plan.target))
 
 
 #: The one Dask adapter.

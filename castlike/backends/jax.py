@@ -16,7 +16,7 @@ patterns (:mod:`castlike._exact`).  Measured on XLA:CPU (jax 0.10):
 * FLOAT6E2M3 and FLOAT6E3M2 exist in ``jax.numpy`` but no array of them can be made (XLA
   rejects the element type), so JAX cannot hold them: a clear :class:`BackendTypeError`.
 
-What XLA does exactly is declared in :data:`NATIVE_PAIRS` and used as is (integer <->
+What XLA does exactly is declared in :data:`LIBRARY_PAIRS` and used as is (integer <->
 integer conversion keeps the low bits, integer -> FLOAT/DOUBLE rounds once to nearest even,
 FLOAT -> FLOAT16, the exact widenings); the tests check every declared pair against the
 oracle.  Every other source of 16 bits or fewer is one gather from the pattern table (a
@@ -38,11 +38,12 @@ import ml_dtypes
 import numpy as np
 from jax import lax
 
+from .._adapter import Adapter
 from .._engine import Engine
 from ..errors import BackendTypeError
+from ..spec.route import Route
 from ..spec.rules import Mode, canonical_mode
 from ..spec.types import TYPES, Kind, OnnxType, TypeSpec
-from ._base import Adapter
 
 if TYPE_CHECKING:
     from ..spec.plan import Plan
@@ -91,8 +92,8 @@ _UINTS = {b: np.dtype(f"uint{b}") for b in (8, 16, 32, 64)}
 _NARROW_UINTS = {2: np.dtype(jnp.uint2), 4: np.dtype(jnp.uint4)}
 
 
-def _native_pairs() -> frozenset[tuple[int, int]]:
-    """Pairs whose XLA conversion *is* the rule, bit for bit (``Adapter.native_pairs``).
+def _library_pairs() -> frozenset[tuple[int, int]]:
+    """Pairs whose XLA conversion *is* the rule, bit for bit (``Adapter.library_pairs``).
 
     Sources of 16 bits or fewer: either the target holds every source value exactly (so the
     only rule is "the same value", NaN as NaN for IEEE targets: R3), or both are integers (R8:
@@ -121,8 +122,8 @@ def _native_pairs() -> frozenset[tuple[int, int]]:
     return frozenset((int(s), int(t)) for s, t in pairs)
 
 
-#: See :func:`_native_pairs`.
-NATIVE_PAIRS = _native_pairs()
+#: See :func:`_library_pairs`.
+LIBRARY_PAIRS = _library_pairs()
 
 
 def x64_enabled() -> bool:
@@ -150,11 +151,11 @@ class JaxAdapter(Adapter):
 
     name = "jax"
     xp = jnp
-    native_pairs = NATIVE_PAIRS
+    library_pairs = LIBRARY_PAIRS
     flushes_subnormals = True
 
     # -- types -----------------------------------------------------------------------------
-    def native_dtype(self, t: TypeSpec) -> np.dtype[Any] | None:
+    def library_dtype(self, t: TypeSpec) -> np.dtype[Any] | None:
         code = _T(t.code)
         if code is _T.STRING or code in UNHOLDABLE_TYPES:
             return None
@@ -189,7 +190,7 @@ class JaxAdapter(Adapter):
         return super().cannot_hold_hint(t)
 
     def _require(self, t: TypeSpec) -> np.dtype[Any]:
-        dtype = self.native_dtype(t)
+        dtype = self.library_dtype(t)
         if dtype is None:
             raise BackendTypeError(f"jax cannot hold {t.name}; {self.cannot_hold_hint(t)}")
         return dtype
@@ -242,7 +243,7 @@ class JaxAdapter(Adapter):
     # -- moving data ---------------------------------------------------------------------------
     def from_numpy(self, array: np.ndarray, like: Any = None) -> Any:
         array = np.asarray(array)
-        if not array.dtype.isnative:  # XLA holds native byte order only
+        if not array.dtype.isnative:  # XLA holds machine byte order only
             array = array.astype(array.dtype.newbyteorder("="))
         found = _BY_DTYPE.get(array.dtype)
         if found is None:
@@ -290,10 +291,15 @@ class JaxEngine(Engine):
     (``flushes_subnormals``), and the engine does them in integers.
     """
 
-    def by_pattern_table(self, x: Any, source: TypeSpec, target: TypeSpec, mode: Mode) -> Any:
-        if source.kind is Kind.BOOL:  # XLA's own conversions read the byte (canonical_bool)
+    def pattern_table(self, x: Any, route: Route) -> Any:
+        if route.source.kind is Kind.BOOL:  # XLA's own conversions read the byte
             x = canonical_bool(x)
-        return super().by_pattern_table(x, source, target, mode)
+        return super().pattern_table(x, route)
+
+    def library(self, x: Any, route: Route) -> Any:
+        if route.source.kind is Kind.BOOL:  # the same, for a declared pair (canonical_bool)
+            x = canonical_bool(x)
+        return super().library(x, route)
 
     def cast(self, x: Any, plan: Plan) -> Any:
         # Options that cannot change this pair's result take their canonical values, so that

@@ -23,11 +23,11 @@ torch 2.13
   FLOAT rounded to odd;
 * rounds FLOAT to every float8 format to nearest even, but differs from R4 in what overflow,
   Inf and NaN become (:data:`FLOAT8_SPECIALS`, measured): the engine repairs them from the
-  spec's tables (:mod:`castlike._float8`);
+  spec's tables (:mod:`castlike.spec.float8_repairs`);
 * needs its own custom operators and a repair under ``torch.compile``
   (:mod:`castlike.backends._torch_compile`).
 
-torch's own ``.to()`` is used where it equals the rule (:data:`NATIVE_PAIRS`, checked against
+torch's own ``.to()`` is used where it equals the rule (:data:`LIBRARY_PAIRS`, checked against
 the oracle by the tests, and for FLOAT -> float8/BFLOAT16 on all 2**32 FLOATs by
 ``benchmarks/bench_torch.py --verify-native``).  Eager CPU tensors go to castlike's native
 kernels through zero-copy views.  Measurements behind each choice are in ``docs/torch.rst``.
@@ -41,14 +41,16 @@ import array_api_compat.torch as xp_torch
 import numpy as np
 import torch
 
+from .._adapter import Adapter
 from .._engine import Engine
-from .._float8 import NativeSpecials, plan_for, plans
 from .._native.routes import covers
 from ..errors import BackendTypeError
+from ..spec.float8_repairs import LibrarySpecials, plans
+from ..spec.route import Family, Route
 from ..spec.rules import Action, Mode
 from ..spec.types import TYPES, Kind, OnnxType, Special, TypeSpec, spec_of
 from . import _torch_compile as compiled
-from ._base import Adapter
+from ._numpy_dtypes import NUMPY_DTYPES, onnx_type_of_numpy_dtype
 from ._torch_dtypes import (
     BY_CODE,
     BY_DTYPE,
@@ -59,8 +61,6 @@ from ._torch_dtypes import (
     TORCH_DTYPES,
     UINT,
 )
-from .numpy import ADAPTER as NUMPY_ADAPTER
-from .numpy import NUMPY_DTYPES
 
 if TYPE_CHECKING:
     from ..spec.plan import Plan
@@ -68,7 +68,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ADAPTER",
     "FLOAT8_SPECIALS",
-    "NATIVE_PAIRS",
+    "LIBRARY_PAIRS",
     "TORCH_DTYPES",
     "TorchAdapter",
     "TorchEngine",
@@ -111,8 +111,8 @@ def _widens_exactly(source: TypeSpec, target: TypeSpec) -> bool:
     return target.is_integer and source.kind is Kind.BOOL
 
 
-def _native_pairs() -> frozenset[tuple[int, int]]:
-    """Where torch's ``.to()`` is the rule (``Adapter.native_pairs``): the exact widenings of
+def _library_pairs() -> frozenset[tuple[int, int]]:
+    """Where torch's ``.to()`` is the rule (``Adapter.library_pairs``): the exact widenings of
     sources of 16 bits or fewer; FLOAT16 <-> BFLOAT16 (torch widens to FLOAT, exactly, and
     rounds once to nearest even); integer -> integer from a whole-byte source (R8's low bits:
     ``.to()``, or the masked value viewed as a sub-byte type); FLOAT -> FLOAT16 and BFLOAT16,
@@ -137,16 +137,16 @@ def _native_pairs() -> frozenset[tuple[int, int]]:
     return frozenset((int(s), int(t)) for s, t in pairs)
 
 
-#: See :func:`_native_pairs`.
-NATIVE_PAIRS = _native_pairs()
+#: See :func:`_library_pairs`.
+LIBRARY_PAIRS = _library_pairs()
 
 #: torch 2.13's float8 conversions of FLOAT, measured (eager and Inductor, CPU): rounding to
 #: nearest even, subnormals included (checked on all 2**32 FLOATs), and these specials.
-FLOAT8_SPECIALS: dict[OnnxType, NativeSpecials] = {
-    _T.FLOAT8E4M3FN: NativeSpecials(Action.MAX, Action.MAX, 0x7F),
-    _T.FLOAT8E5M2: NativeSpecials(Action.INF, Action.INF, 0x7F),
-    _T.FLOAT8E4M3FNUZ: NativeSpecials(Action.NAN, Action.NAN, 0x80),
-    _T.FLOAT8E5M2FNUZ: NativeSpecials(Action.NAN, Action.NAN, 0x80),
+FLOAT8_SPECIALS: dict[OnnxType, LibrarySpecials] = {
+    _T.FLOAT8E4M3FN: LibrarySpecials(Action.MAX, Action.MAX, 0x7F),
+    _T.FLOAT8E5M2: LibrarySpecials(Action.INF, Action.INF, 0x7F),
+    _T.FLOAT8E4M3FNUZ: LibrarySpecials(Action.NAN, Action.NAN, 0x80),
+    _T.FLOAT8E5M2FNUZ: LibrarySpecials(Action.NAN, Action.NAN, 0x80),
 }
 
 
@@ -170,15 +170,15 @@ class TorchAdapter(Adapter):
 
     name = "torch"
     xp = xp_torch
-    native_pairs = NATIVE_PAIRS
+    library_pairs = LIBRARY_PAIRS
     unsigned_arithmetic = False
-    native_float8_plans = plans(FLOAT8_SPECIALS)
+    float8_plans = plans(FLOAT8_SPECIALS)
 
     def __init__(self) -> None:
         self._engine: TorchEngine | None = None
 
     # -- types -----------------------------------------------------------------------------
-    def native_dtype(self, t: TypeSpec) -> torch.dtype | None:
+    def library_dtype(self, t: TypeSpec) -> torch.dtype | None:
         return BY_CODE.get(t.code)
 
     def onnx_type_of(self, dtype: Any) -> OnnxType | None:
@@ -197,7 +197,7 @@ class TorchAdapter(Adapter):
         )
 
     def _require(self, t: TypeSpec) -> torch.dtype:
-        dtype = self.native_dtype(t)
+        dtype = self.library_dtype(t)
         if dtype is None:
             raise BackendTypeError(f"torch cannot hold {t.name}; {self.cannot_hold_hint(t)}")
         return dtype
@@ -270,7 +270,7 @@ class TorchAdapter(Adapter):
 
     def astype(self, x: Any, t: TypeSpec) -> torch.Tensor:
         if t.is_sub_byte:  # torch has no conversions to the shell dtypes
-            raise TypeError(f"no native conversion to {t.name} in torch; use from_bits")
+            raise TypeError(f"torch has no conversion to {t.name}; use from_bits")
         # copy=True: a cast to the tensor's own dtype must not hand back the input itself.
         return x.to(self._require(t), copy=True)
 
@@ -303,12 +303,12 @@ class TorchAdapter(Adapter):
     def from_numpy(self, array: np.ndarray, like: Any = None) -> torch.Tensor:
         """A NumPy array of a numeric ONNX type as a tensor (a copy) on ``like``'s device."""
         array = np.asarray(array)
-        found = NUMPY_ADAPTER.onnx_type_of(array.dtype)
+        found = onnx_type_of_numpy_dtype(array.dtype)
         if found is None or found == _T.STRING:
             raise BackendTypeError(f"torch cannot hold NumPy arrays of dtype {array.dtype}")
         t = TYPES[found]
         dtype = self._require(t)
-        # A C-ordered, native-byte-order copy that the tensor then owns.
+        # A C-ordered, machine-byte-order copy that the tensor then owns.
         host = np.array(array, dtype=array.dtype.newbyteorder("="), order="C", copy=True)
         tensor = torch.from_numpy(host.view(f"uint{t.storage_bits}")).view(dtype)
         if like is not None:
@@ -401,12 +401,13 @@ class TorchEngine(Engine):
             if distinct is not None:
                 return _repeated(self.cast(distinct, plan), x.shape, plan.target)
         source, target, mode = plan.source, plan.target, plan.mode
+        route = self.route(source, target, mode)
         if x.device.type == "cpu" and x.layout is torch.strided:
             if torch.compiler.is_compiling():
                 if (
                     compiled.native_enabled()
                     and covers(source, target, mode)
-                    and not self._fuses_to_one_loop(source, target, mode)
+                    and not self._fuses_to_one_loop(route)
                 ):
                     return compiled.native_cast(x, source, target, mode)
             else:
@@ -417,9 +418,9 @@ class TorchEngine(Engine):
             torch.compiler.is_compiling()  # first: no guard on the size while tracing
             or x.device.type != "cpu"
             or x.numel() < self.BLOCKED_FROM
-            or self._one_op(source, target, mode)
+            or route.single_op
         ):
-            return super().cast(x, plan)
+            return self.run(x, route)
         n = x.numel()
         # Copies go through same-width integer views: torch has no copy kernel for the shell
         # dtypes (reshape copies a non-contiguous tensor).
@@ -427,50 +428,40 @@ class TorchEngine(Engine):
         out = torch.empty(n, dtype=self.a._require(target))
         out_bits = out.view(GATHER[target.storage_bits])
         for start in range(0, n, self.BLOCK):
-            block = super().cast(flat[start : start + self.BLOCK], plan)
+            block = self.run(flat[start : start + self.BLOCK], route)
             out_bits[start : start + self.BLOCK] = block.view(out_bits.dtype)
         return out.reshape(x.shape)
 
-    def by_pattern_table(self, x: Any, source: TypeSpec, target: TypeSpec, mode: Mode) -> Any:
-        if source.kind is Kind.BOOL and (torch.compiler.is_compiling() or x.device.type != "cpu"):
+    def pattern_table(self, x: Any, route: Route) -> Any:
+        if route.source.kind is Kind.BOOL and (
+            torch.compiler.is_compiling() or x.device.type != "cpu"
+        ):
             # R8: a bool whose byte is not 0 or 1 (foreign memory) is True.  Eager CPU ops
             # (.to(), the gathers by the byte table) read it so; Inductor's code converts the
             # byte as a number (measured: 2 -> INT16 gave 2), and other devices' kernels are
             # not measured.  A comparison gives a bool of 0/1 first (fused under compile).
             x = x.view(torch.uint8) != 0
-        return super().by_pattern_table(x, source, target, mode)
+        return super().pattern_table(x, route)
 
-    def _fuses_to_one_loop(self, source: TypeSpec, target: TypeSpec, mode: Mode) -> bool:
+    def library(self, x: Any, route: Route) -> Any:
+        # The same reading of a BOOL as above, where .to() converts one (a declared pair).
+        if route.source.kind is Kind.BOOL and (
+            torch.compiler.is_compiling() or x.device.type != "cpu"
+        ):
+            x = x.view(torch.uint8) != 0
+        return super().library(x, route)
+
+    @staticmethod
+    def _fuses_to_one_loop(route: Route) -> bool:
         """Whether Inductor compiles this cast's torch ops into one vectorised loop that is
         faster than the opaque native operator (measured: docs/torch.rst): from FLOAT or
-        DOUBLE, the one-op casts and the casts to 8- to 64-bit integers (a where, a clamp, a
-        conversion).  Gathers (every source of 16 bits or fewer) and the several-step casts go
-        to the native operator."""
+        DOUBLE, the one-op routes and the truncations into 8- to 64-bit integers (a where, a
+        clamp, a conversion).  Gathers (every source of 16 bits or fewer) and the several-step
+        routes go to the native operator."""
+        source = route.source
         if not (source.is_float and source.bits > 16):
             return False
-        if self._one_op(source, target, mode):
-            return True
-        return target.is_integer and not target.is_sub_byte
-
-    def _one_op(self, source: TypeSpec, target: TypeSpec, mode: Mode) -> bool:
-        """Whether the engine casts ``source`` to ``target`` with a single torch op (then
-        blocking would only add work).  Mirrors the engine's dispatch; a wrong answer costs
-        speed, never bits."""
-        s, t = source.code, target.code
-        if self.native_is_rule(source, target, mode):
-            return True  # x.to(), or x & mask viewed (or narrowed)
-        if source.storage_bits <= 16:
-            return False  # a gather: an index conversion and index_select
-        if target.kind is Kind.BOOL or t in (_T.FLOAT, _T.DOUBLE):
-            return True  # x != 0, or torch's own conversion (see Engine.to_ieee)
-        if s != _T.FLOAT:
-            return False
-        if t == _T.FLOAT16:
-            return True
-        if t == _T.BFLOAT16:
-            return self.native_is_rule(_FLOAT, _BFLOAT16, mode)
-        plan = plan_for(self.a.native_float8_plans, target, mode)
-        return plan is not None and plan.repair == "none" and plan.native_nan is None
+        return route.single_op or route.family is Family.SATURATING_TRUNCATION
 
 
 def _distinct(x: torch.Tensor) -> torch.Tensor | None:

@@ -9,11 +9,12 @@ shown short (``2^127``, ``1.0000000000000001e+300``), never as hundreds of digit
 from __future__ import annotations
 
 import argparse
+from fractions import Fraction
 
 from ..errors import CastValueError
 from ..spec import strings as spec_strings
 from ..spec.plan import Plan
-from ..spec.reference import SPEC_GRAMMAR, Exact, Explanation, decode, explain
+from ..spec.reference import SPEC_GRAMMAR, Exact, Explanation, cast_bits, decode, explain
 from ..spec.rules import FLOAT8_TYPES as FLOAT8
 from ..spec.types import Kind, OnnxType, Special, TypeSpec, spec_of
 from ._common import (
@@ -43,6 +44,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("value", metavar="VALUE")
     add_cast_options(parser)
+    parser.add_argument(
+        "--verbose",
+        "-v",
+        action="store_true",
+        help="also print the cast's route on NumPy: its family, steps and parameters, and "
+        "the native kernel that carries it out",
+    )
     parser.set_defaults(func=run)
 
 
@@ -125,10 +133,13 @@ def _numeric(args: argparse.Namespace, plan: Plan) -> list[str]:
     lines = []
     if target.is_numeric:
         why = explain(held, source, target, plan.mode)
-        lines += [
-            _line("result", _result(why.bits, target)),
-            _line("rule", rule_label(why.rule, target)),
-        ]
+        # The bits of the pattern itself: a NaN's payload follows R3's policy between the
+        # IEEE types (an exact value has no payload).
+        bits = cast_bits(bits_in, source, target, plan.mode)
+        rule = rule_label(why.rule, target)
+        if bits != why.bits:
+            rule = "R3 a NaN between IEEE types: quieted, its sign and payload top bits kept"
+        lines += [_line("result", _result(bits, target)), _line("rule", rule)]
     else:
         style = plan.mode.profile.rules.strings
         text = spec_strings.format_bits(bits_in, source, style)
@@ -192,9 +203,39 @@ def _from_string(args: argparse.Namespace, plan: Plan) -> list[str]:
     return lines + _detail(why, target)
 
 
+def _kept(keep: tuple[float, float, bool]) -> str:
+    low, high, inclusive = keep
+    op = "<=" if inclusive else "<"
+    return f"{short_number(Fraction(low))} {op} x {op} {short_number(Fraction(high))}, else 0"
+
+
+def route_lines(plan: Plan) -> list[str]:
+    """The route of the cast on the NumPy backend, as ``--verbose`` prints it."""
+    from .._native import routes as kernel_routes
+    from ..backends.numpy import ADAPTER
+    from ..spec.route import route_for
+
+    r = route_for(plan.source, plan.target, plan.mode, ADAPTER.capabilities())
+    lines = [_line("route", r.family.value), *(_line("", f"- {step}") for step in r.steps)]
+    parameters = {
+        "saturation": r.saturation,
+        "clip": r.clip,
+        "rounding": r.rounding if r.family.name == "SUB_BYTE" else None,
+        "kept": None if r.keep is None else _kept(r.keep),
+        "NaN result": None if r.nan_result is None else f"0x{r.nan_result:X}",
+        "NaN policy": "quiet, sign and payload top bits kept" if r.nan_policy else None,
+    }
+    lines += [_line("", f"{k}: {v}") for k, v in parameters.items() if v is not None]
+    kernel = kernel_routes.route(plan.source, plan.target, plan.mode.effective_for(plan.target))
+    lines.append(_line("kernel", kernel[0] if kernel else "none: the pure NumPy engine"))
+    return lines
+
+
 def run(args: argparse.Namespace) -> int:
     plan = plan_from_args(args)
     body = _numeric(args, plan) if plan.source.is_numeric else _from_string(args, plan)
+    if getattr(args, "verbose", False) and plan.source.is_numeric and plan.target.is_numeric:
+        body += route_lines(plan)
     note_ignored_options(args, plan)
     print("\n".join([describe_plan(plan), *body]))
     return 0

@@ -95,18 +95,18 @@ def dtype_table() -> tuple[list[str], list[list[str]], list[str]]:
         if not moves_strings(adapter):
             # The generic Array-API backend: the standard's dtypes, under the standard's names;
             # a line of the legend rather than a column (the table then keeps to 80 columns).
-            held = [t.name for t in TYPES.values() if adapter.native_dtype(t) is not None]
+            held = [t.name for t in TYPES.values() if adapter.library_dtype(t) is not None]
             text = (
                 f"{adapter.name} (the generic Array-API backend) holds {', '.join(held)}: the "
                 "standard's dtypes of those names"
             )
             legend += textwrap.wrap(text, 78, subsequent_indent="  ")
             continue
-        texts = [str(adapter.native_dtype(t)) for t in TYPES.values()]
+        texts = [str(adapter.library_dtype(t)) for t in TYPES.values()]
         held = [
             text
             for t, text in zip(TYPES.values(), texts, strict=True)
-            if adapter.native_dtype(t) is not None
+            if adapter.library_dtype(t) is not None
         ]
         # A library whose dtypes print with its module's name (torch.float32,
         # array_api_strict.float32): the name alone in the cells, the prefix in the legend.
@@ -114,7 +114,7 @@ def dtype_table() -> tuple[list[str], list[list[str]], list[str]]:
         if not prefix or not all(text.startswith(prefix) for text in held):
             prefix = ""
         cells = [
-            text.removeprefix(prefix) if adapter.native_dtype(t) is not None else "-"
+            text.removeprefix(prefix) if adapter.library_dtype(t) is not None else "-"
             for t, text in zip(TYPES.values(), texts, strict=True)
         ]
         if prefix:

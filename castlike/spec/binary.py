@@ -26,12 +26,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .rules import (
+    IEEE_NAN_TYPES,
     ROUNDED_VIA_FLOAT_TARGETS,
     WIDE_SOURCES,
     Action,
     Mode,
     RoundMode,
     float_to_int_zeroes,
+    ieee_nan_field,
     overflow_rule,
 )
 from .types import FloatFormat, Kind, OnnxType, Special, TypeSpec, spec_of
@@ -183,7 +185,24 @@ def cast_patterns(patterns: Any, source: TypeSpec, target: TypeSpec, mode: Mode)
             out = _to_float(values, target, mode)
     else:
         out = _to_integer(values, source, target, mode)
-    return out.astype(np.uint64)
+    out = out.astype(np.uint64)
+    if source.code in IEEE_NAN_TYPES and target.code in IEEE_NAN_TYPES:
+        out = np.where(values.nan, _ieee_nans(patterns, source, target), out)
+    return out
+
+
+def _ieee_nans(patterns: Any, source: TypeSpec, target: TypeSpec) -> np.ndarray:
+    """R3's NaN policy for NaN patterns between the IEEE types (uint64, garbage elsewhere):
+    the pattern itself into its own type, else quieted with its sign and payload top bits."""
+    import numpy as np
+
+    p = np.asarray(patterns).astype(np.uint64)
+    if source.code == target.code:
+        return p
+    payload = p & np.uint64((1 << source.fmt.mantissa_bits) - 1)
+    negative = (p & np.uint64(source.fmt.sign_mask)) != 0
+    sign = np.where(negative, np.uint64(target.fmt.sign_mask), np.uint64(0))
+    return sign | ieee_nan_field(payload, source.fmt, target.fmt)
 
 
 # -- exact integer arithmetic ------------------------------------------------------------------

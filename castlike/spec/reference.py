@@ -19,12 +19,15 @@ from fractions import Fraction
 from typing import NamedTuple
 
 from .rules import (
+    IEEE_NAN_TYPES,
     ROUNDED_VIA_FLOAT_TARGETS,
     WIDE_SOURCES,
     Action,
     Mode,
     RoundMode,
     float_to_int_zeroes,
+    ieee_nan_field,
+    nan_bits_for,
     overflow_rule,
 )
 from .types import FloatFormat, Kind, OnnxType, Special, TypeSpec, spec_of
@@ -349,16 +352,12 @@ def _to_float(value: Exact, target: TypeSpec, mode: Mode) -> _Result:
     fmt = target.fmt
     rules = mode.profile.rules
     if value.is_nan:
+        nan = nan_bits_for(target, mode, negative=value.negative)
         if fmt.special is Special.FINITE:
             if rules.finite_only_nan == "max":
-                return _Result(fmt.max_bits, "R5 NaN -> +max", None, value)
-            # ml_dtypes turns +NaN into -0 and -NaN into +0.
-            zero = 0 if value.negative else fmt.sign_mask
-            return _Result(zero, "R12 reference: NaN -> zero of opposite sign", None, value)
-        nan = fmt.nan_bits(value.negative)
-        assert nan is not None
+                return _Result(nan, "R5 NaN -> +max", None, value)
+            return _Result(nan, "R12 reference: NaN -> zero of opposite sign", None, value)
         if target.code == OnnxType.FLOAT8E5M2 and rules.float8e5m2_nan != fmt.nan_bits():
-            nan = rules.float8e5m2_nan | (fmt.sign_mask if value.negative else 0)
             return _Result(nan, "R12 legacy: NaN -> 0x7F / 0xFF", None, value)
         return _Result(nan, "NaN -> NaN", None, value)
     rule = overflow_rule(target, mode)
@@ -510,7 +509,18 @@ def cast_value(value: Exact, source: TypeSpec, target: TypeSpec, mode: Mode) -> 
 
 
 def cast_bits(bits: int, source: TypeSpec, target: TypeSpec, mode: Mode) -> int:
-    """Bits of the ``source`` pattern ``bits`` cast to ``target`` under ``mode``."""
+    """Bits of the ``source`` pattern ``bits`` cast to ``target`` under ``mode``.
+
+    A NaN between two different IEEE types of 16 bits or more keeps its sign and payload top
+    bits, quieted (R3's NaN policy, :func:`~castlike.spec.rules.ieee_nan_field`); into its own
+    type every pattern is kept as it is."""
+    s, t = source.code, target.code  # plain codes: a format outside the 26 (a test's) too
+    if s in IEEE_NAN_TYPES and t in IEEE_NAN_TYPES and source.fmt.is_nan_bits(bits):
+        if s == t:
+            return bits
+        payload = bits & ((1 << source.fmt.mantissa_bits) - 1)
+        sign = target.fmt.sign_mask if bits & source.fmt.sign_mask else 0
+        return sign | ieee_nan_field(payload, source.fmt, target.fmt)
     return _cast(decode(bits, source), source, target, mode).bits
 
 

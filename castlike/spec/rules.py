@@ -9,10 +9,11 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, replace
 
-from .types import Kind, OnnxType, Special, TypeSpec
+from .types import FloatFormat, Kind, OnnxType, Special, TypeSpec
 
 __all__ = [
     "FLOAT8_TYPES",
+    "IEEE_NAN_TYPES",
     "ML_DTYPES_FLOATS",
     "OVERFLOW_RULES",
     "PROFILES",
@@ -26,6 +27,8 @@ __all__ = [
     "RoundMode",
     "canonical_mode",
     "float_to_int_zeroes",
+    "ieee_nan_field",
+    "nan_bits_for",
     "overflow_rule",
 ]
 
@@ -212,6 +215,44 @@ def float_to_int_zeroes(source: TypeSpec, target: TypeSpec, mode: Mode) -> str:
     if how == "zero_beyond_range" and (target.is_sub_byte or source.code in ML_DTYPES_FLOATS):
         return "beyond_range"
     return "none"
+
+
+#: The IEEE types between which a NaN keeps its sign and payload top bits, quieted (R3's one
+#: NaN policy, :func:`ieee_nan_field`); into its own type a pattern is kept as it is.  A NaN
+#: from a float of 8 bits or fewer becomes the target's quiet NaN with the input's sign bit.
+IEEE_NAN_TYPES = frozenset({_T.FLOAT16, _T.BFLOAT16, _T.FLOAT, _T.DOUBLE})
+
+
+def nan_bits_for(target: TypeSpec, mode: Mode, *, negative: bool) -> int:
+    """What a NaN (of the given sign) becomes in ``target`` under ``mode``, where no payload is
+    kept: R4's NaN encodings (R12's in the other profiles), R5's result for the finite-only
+    formats, R6's 0xFF, and 0 for integers (R7's choice).  The oracle, the tables and the
+    routes read it."""
+    if not target.is_float:
+        return int(target.kind is Kind.BOOL)  # NaN is nonzero: True
+    fmt = target.fmt
+    if fmt.special is Special.FINITE:
+        if mode.profile.rules.finite_only_nan == "max":
+            return fmt.max_bits
+        return 0 if negative else fmt.sign_mask  # ml_dtypes: +NaN -> -0, -NaN -> +0
+    if target.code == _T.FLOAT8E5M2:
+        return mode.profile.rules.float8e5m2_nan | (fmt.sign_mask if negative else 0)
+    nan = fmt.nan_bits(negative)
+    assert nan is not None
+    return nan
+
+
+def ieee_nan_field(payload: int, source: FloatFormat, target: FloatFormat) -> int:
+    """R3's one NaN policy between FLOAT16, BFLOAT16, FLOAT and DOUBLE: the exponent and
+    mantissa fields that a NaN of ``source`` whose mantissa field is ``payload`` gets in
+    ``target`` (the sign is kept apart): quiet (the mantissa's top bit set), with the top bits
+    of its payload, aligned at the top and cut or filled with zeros.  What the hardware's
+    conversions do.  Works on Python ints and on integer arrays alike."""
+    shift = target.mantissa_bits - source.mantissa_bits
+    moved = payload << shift if shift >= 0 else payload >> -shift
+    quiet = 1 << (target.mantissa_bits - 1)
+    inf = ((1 << target.exponent_bits) - 1) << target.mantissa_bits
+    return inf | quiet | moved
 
 
 class Action(enum.Enum):

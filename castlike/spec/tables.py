@@ -197,9 +197,9 @@ _PATTERNS_PER_PASS = 1 << 14
 def pattern_table(source: TypeSpec, target: TypeSpec, mode: Mode) -> np.ndarray:
     """Result bits for every bit pattern of ``source`` (at most 16 bits) cast to ``target``.
 
-    Entries are unsigned integers of the target's storage width (BOOL: uint8 0/1).  Every
-    entry is the rule's result, except NaN from FLOAT16 or BFLOAT16 into an IEEE type, whose
-    payload R3 leaves open: there the table keeps it (:func:`_nan_keeping_payload`).
+    Entries are unsigned integers of the target's storage width (BOOL: uint8 0/1): the rule's
+    result for every pattern, a NaN between the IEEE types by R3's one NaN policy (the spec's
+    array rules apply it: :func:`~castlike.spec.binary.cast_patterns`).
     """
     import numpy as np
 
@@ -213,8 +213,6 @@ def pattern_table(source: TypeSpec, target: TypeSpec, mode: Mode) -> np.ndarray:
     bits = np.concatenate(
         [cast_patterns(patterns[i : i + _PATTERNS_PER_PASS], source, target, mode) for i in parts]
     )
-    if _keeps_nan_payload(source, target, mode):
-        bits = _nan_keeping_payload(patterns, bits, source, target)
     return _read_only(bits.astype(np.dtype(f"uint{target.storage_bits}")))
 
 
@@ -284,45 +282,3 @@ def _float16_as_float_bits(p: np.ndarray) -> np.ndarray:
 
 def _is_ieee(t: TypeSpec) -> bool:
     return t.is_float and t.fmt.special is Special.IEEE
-
-
-def _keeps_nan_payload(source: TypeSpec, target: TypeSpec, mode: Mode) -> bool:
-    """Whether NaN keeps its payload from ``source`` to ``target`` (R3 leaves it open): from
-    FLOAT16 and BFLOAT16 into FLOAT, DOUBLE and FLOAT16, and into BFLOAT16 by truncation
-    (legacy).  Rounding to nearest into BFLOAT16 gives the quiet NaN of the input's sign."""
-    if not (_is_ieee(source) and source.storage_bits == 16 and _is_ieee(target)):
-        return False
-    if target.code == _T.BFLOAT16:
-        return mode.profile.rules.bfloat16 == "truncate"
-    return target.bits >= 16
-
-
-def _nan_keeping_payload(
-    patterns: np.ndarray, bits: np.ndarray, source: TypeSpec, target: TypeSpec
-) -> np.ndarray:
-    """``bits`` with each NaN of ``source`` (FLOAT16, BFLOAT16) replaced by a NaN that keeps
-    the input's sign and payload, as the exact widening to FLOAT and the C conversions from
-    FLOAT do: FLOAT keeps the payload as it is (signalling too), DOUBLE keeps it and sets the
-    quiet bit, FLOAT16 keeps its top 10 bits, BFLOAT16 (truncating) its top 7 bits and sets
-    the quiet bit."""
-    import numpy as np
-
-    fmt = source.fmt
-    m = fmt.mantissa_bits
-    mantissa = patterns & ((1 << m) - 1)
-    exponent_all = ((1 << fmt.exponent_bits) - 1) << m
-    nan = ((patterns & exponent_all) == exponent_all) & (mantissa != 0)
-    negative = (patterns & fmt.sign_mask) != 0
-    payload32 = mantissa << (23 - m)  # FLOAT's 23-bit field, left-aligned
-    bits32 = np.where(negative, 1 << 31, 0) | 0x7F800000 | payload32
-    code = _T(target.code)
-    if code is _T.FLOAT:
-        kept = bits32
-    elif code is _T.DOUBLE:
-        kept = (bits32 >> 31 << 63) | 0x7FF8000000000000 | (payload32 << 29)
-    elif code is _T.FLOAT16:
-        assert bool(np.all((payload32[nan] >> 13) != 0))  # a payload of 10 bits or fewer
-        kept = (bits32 >> 31 << 15) | 0x7C00 | (payload32 >> 13)
-    else:  # BFLOAT16
-        kept = (bits32 >> 16) | 0x0040
-    return np.where(nan, kept.astype(np.uint64), bits)

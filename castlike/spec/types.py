@@ -153,6 +153,21 @@ class FloatFormat:
         return Fraction(2) ** self.min_exponent
 
     @cached_property
+    def nearest_overflow(self) -> Fraction:
+        """The smallest magnitude that rounds to nearest beyond :attr:`max_value`: the largest
+        value plus half its ulp (the tie goes to the even pattern past it).  For the IEEE
+        formats, the start of the values that round to Inf."""
+        m = self.mantissa_bits
+        exponent = ((self.max_bits >> m) & ((1 << self.exponent_bits) - 1)) - self.bias
+        half_ulp = Fraction(2) ** (exponent - m - 1)
+        return self.max_value + half_ulp
+
+    @cached_property
+    def exact_integer_bound(self) -> int:
+        """Every integer of magnitude up to this one is exact in the format (2**(m+1))."""
+        return 1 << (self.mantissa_bits + 1)
+
+    @cached_property
     def min_subnormal(self) -> Fraction:
         """Smallest positive value (E8M0 has no subnormals: its smallest is 2^-127)."""
         if self.special is Special.E8M0:

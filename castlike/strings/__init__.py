@@ -111,7 +111,7 @@ def _flat_parts(x: np.ndarray, size: int) -> Iterator[np.ndarray]:
 
 
 def _native(part: np.ndarray) -> np.ndarray:
-    """``part`` in native byte order (a copy where it is not): the string and number readers
+    """``part`` in machine byte order (a copy where it is not): the string and number readers
     look at the raw bytes."""
     return part if part.dtype.isnative else part.astype(part.dtype.newbyteorder("="))
 
@@ -319,7 +319,7 @@ def _raised(result: np.ndarray | Problem) -> np.ndarray:
 
 def _host(x: Any, adapter: Any) -> np.ndarray:
     """A numeric array of any library as a NumPy array (bits kept; its byte order too: the
-    formatting brings each block to native order)."""
+    formatting brings each block to machine byte order)."""
     return np.asarray(x) if isinstance(x, (np.ndarray, np.generic)) else adapter.to_numpy(x)
 
 
@@ -410,7 +410,7 @@ def _deliver(result: np.ndarray, plan: Any, like: Any) -> Any:
         from ..backends import adapter_for
 
         other = adapter_for(aac.array_namespace(like))
-        if other.native_dtype(target) is None:
+        if other.library_dtype(target) is None:
             raise BackendTypeError(
                 f"{plan.describe()}: {other.name} cannot hold {target.name}; "
                 f"{other.cannot_hold_hint(target)}"

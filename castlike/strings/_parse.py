@@ -538,7 +538,8 @@ def _chunk_bits(rows: _Rows, target: TypeSpec, mode: Mode, bits: np.ndarray) -> 
         redo[np.flatnonzero(number)[undecided]] = True
         readable &= ~redo
         wide = values[readable]
-        out = NUMPY.engine().from_wide(wide, _DOUBLE, target, mode)
+        engine = NUMPY.engine()
+        out = engine.run(wide, engine.route(_DOUBLE, target, mode))
         bits[readable] = NUMPY.bits(out, target)
         if _style(mode) == "spec" and target.code != _T.DOUBLE:
             # The DOUBLE is the decimal rounded once; a second rounding could go wrong where

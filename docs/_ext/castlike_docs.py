@@ -172,7 +172,7 @@ def backend_table() -> str:
     for name in names:
         cells = []
         for t in TYPES.values():
-            dtype = adapter_named(name).native_dtype(t)
+            dtype = adapter_named(name).library_dtype(t)
             text = str(dtype) if dtype is not None else ""
             for prefix in ("torch.", "array_api_strict."):
                 text = text.removeprefix(prefix)
@@ -448,7 +448,7 @@ def array_api_types() -> str:
     from castlike.spec.types import TYPES, OnnxType
 
     adapter = ArrayApiAdapter(array_api_strict, name="array-api-strict")
-    held = [t for t in TYPES.values() if adapter.native_dtype(t) is not None]
+    held = [t for t in TYPES.values() if adapter.library_dtype(t) is not None]
     standard = [TYPES[t].name for t in STANDARD_TYPES]
     rows = [
         ["held (on array-api-strict)", ", ".join(t.name for t in held)],

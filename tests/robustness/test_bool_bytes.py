@@ -12,7 +12,6 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
-from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
@@ -26,11 +25,11 @@ from castlike.backends import adapter_named, moves_strings
 from castlike.backends.numpy import ADAPTER as NUMPY
 from castlike.spec.rules import Mode
 from castlike.spec.types import TYPES, OnnxType, TypeSpec, spec_of
-from castlike.testing import all_modes, mode_id, to_host
+from castlike.testing import MEMORY_LAYOUTS, all_modes, mode_id, to_host
 
 _T = OnnxType
 BOOL = spec_of(_T.BOOL)
-#: The bytes of the issue, and every other class of byte: 0, 1, even, odd, top bit set.
+#: Bytes foreign memory may hold for a bool, one of each class: 0, 1, even, odd, top bit set.
 BYTES = [0, 1, 2, 127, 128, 255, 4, 254]
 #: Every ONNX type, STRING included.
 TARGETS = [t.name for t in TYPES.values()]
@@ -85,7 +84,7 @@ def _holds(backend: str, target: str) -> bool:
     adapter = adapter_named(backend)
     if target == "STRING":
         return moves_strings(adapter)
-    return adapter.native_dtype(spec_of(_T[target])) is not None
+    return adapter.library_dtype(spec_of(_T[target])) is not None
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -110,11 +109,13 @@ def test_bits_of_a_bool_are_0_or_1(backend: str) -> None:
     adapter = adapter_named(backend)
     if backend == "array-api-strict":
         pytest.skip("the generic Array-API backend has no bit views (the standard has none)")
+    if backend == "dask":
+        pytest.skip("Dask's adapter has no bit primitives: the NumPy backend casts its blocks")
     x = _on(backend, _raw(BYTES))
     assert to_host(adapter.bits(x, BOOL)).tolist() == [int(b != 0) for b in BYTES]
 
 
-def test_the_issue_example() -> None:
+def test_foreign_bytes_read_as_true() -> None:
     b = _raw([0, 1, 2, 255])
     assert castlike.cast(b, "INT8").tolist() == [0, 1, 1, 1]
     assert castlike.cast(b, "FLOAT").tolist() == [0.0, 1.0, 1.0, 1.0]
@@ -183,16 +184,10 @@ def test_large_arrays_on_threads(target: str) -> None:
 
 
 def test_odd_layouts() -> None:
-    """Strided, reversed, Fortran-ordered and broadcast bool arrays of foreign bytes."""
-    base = _every_byte(6 * 7 * 8, seed=3).reshape(6, 7, 8)
-    layouts: dict[str, Callable[[np.ndarray], np.ndarray]] = {
-        "strided": lambda a: a[:, ::3, 1::2],
-        "reversed": lambda a: a[::-1],
-        "fortran": np.asfortranarray,
-        "broadcast": lambda a: np.broadcast_to(a[:, :1], (6, 7, 8)),
-    }
+    """Bool arrays of foreign bytes in every memory layout."""
+    base = _every_byte(6 * 7 * 8, seed=3)
     ones = base.view(np.uint8) != 0
-    for name, layout in layouts.items():
+    for name, layout in MEMORY_LAYOUTS.items():
         for target in ("FLOAT", "INT8", "FLOAT8E4M3FN", "STRING", "BOOL"):
             got = castlike.cast(layout(base), target)
             want = castlike.cast(layout(ones), target)
@@ -214,7 +209,7 @@ needs_torch = pytest.mark.skipif(not _torch_selected(), reason="torch is not ins
 
 def _torch_targets() -> list[str]:
     adapter = adapter_named("torch")
-    return [t.name for t in _NUMERIC if adapter.native_dtype(t) is not None]
+    return [t.name for t in _NUMERIC if adapter.library_dtype(t) is not None]
 
 
 @needs_torch

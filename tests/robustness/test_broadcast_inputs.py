@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import tracemalloc
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -20,6 +20,7 @@ import pytest
 import castlike
 from castlike import _fastpath, _native
 from castlike.spec.types import TYPES
+from castlike.testing import fresh_caches
 
 #: Sources and targets of every kernel family (gathers, class tables, conversions, integers).
 PAIRS = [
@@ -102,20 +103,23 @@ def _extra_memory(x: np.ndarray, target: str) -> tuple[int, int]:
     return peak, result.nbytes
 
 
-def _pure_engine_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_native, "module", lambda: None)
-    _fastpath.clear()
+@pytest.fixture
+def pure_engine(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The native kernels switched off for one test."""
+    with monkeypatch.context() as m, fresh_caches():
+        m.setattr(_native, "module", lambda: None)
+        yield
 
 
 @pytest.mark.parametrize("path", ["native", "pure engine"])
 @pytest.mark.parametrize("target", ["FLOAT8E4M3FN", "FLOAT16"])
 def test_memory_is_the_result_not_the_input(
-    target: str, path: str, monkeypatch: pytest.MonkeyPatch
+    target: str, path: str, request: pytest.FixtureRequest
 ) -> None:
-    """The issue's case: a row broadcast to 4000 rows.  A contiguous copy of the input alone
-    would be 16 MB (four times the FLOAT8 result, twice the FLOAT16 one)."""
+    """A row broadcast to 4000 rows.  A contiguous copy of the input alone would be 16 MB
+    (four times the FLOAT8 result, twice the FLOAT16 one)."""
     if path == "pure engine":
-        _pure_engine_only(monkeypatch)
+        request.getfixturevalue("pure_engine")
     else:
         _fastpath.clear()
     row = np.random.default_rng(1).standard_normal(1000).astype(np.float32)
@@ -129,9 +133,9 @@ def test_memory_is_the_result_not_the_input(
 
 
 @pytest.mark.parametrize("target", ["FLOAT8E4M3FN", "FLOAT", "BFLOAT16"])
-def test_wide_sources_of_the_pure_engine(target: str, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.usefixtures("pure_engine")
+def test_wide_sources_of_the_pure_engine(target: str) -> None:
     """DOUBLE and INT64 on the pure engine's blocked path (arrays beyond two blocks)."""
-    _pure_engine_only(monkeypatch)
     for source in ("DOUBLE", "INT64"):
         x = np.broadcast_to(_values(source, (1, 3, 1)), (50_000, 3, 2))
         got = castlike.cast(x, target)
@@ -157,18 +161,18 @@ def test_expanded_torch_tensors(native: str, monkeypatch: pytest.MonkeyPatch) ->
 
     monkeypatch.setenv("CASTLIKE_TORCH_NATIVE", native)
     seen: list[int] = []  # the elements each path was given
-    run_native, engine_cast = _torch_compile.run_native, Engine.cast
+    run_native, engine_run = _torch_compile.run_native, Engine.run
 
     def counting_kernel(kernel: Any, x: Any, *args: Any) -> Any:
         seen.append(x.numel())
         return run_native(kernel, x, *args)
 
-    def counting_engine(self: Engine, x: Any, plan: Any) -> Any:
+    def counting_engine(self: Engine, x: Any, route: Any) -> Any:
         seen.append(x.numel())
-        return engine_cast(self, x, plan)
+        return engine_run(self, x, route)
 
     monkeypatch.setattr(_torch_compile, "run_native", counting_kernel)
-    monkeypatch.setattr(Engine, "cast", counting_engine)
+    monkeypatch.setattr(Engine, "run", counting_engine)
     row = torch.from_numpy(_values("FLOAT", (1, 1000)))
     x = row.expand(4000, 1000)
     for target in ("FLOAT8E4M3FN", "FLOAT16", "INT4", "UINT64", "BOOL"):

@@ -16,7 +16,7 @@ import castlike
 from castlike import InvalidStringError, UnsupportedTypeError
 
 da = pytest.importorskip("dask.array", reason="dask is not installed (castlike[dask])")
-dask = pytest.importorskip("dask")
+dask = pytest.importorskip("dask", reason="dask is not installed")
 
 SCHEDULERS = ["synchronous", "threads", "processes"]
 

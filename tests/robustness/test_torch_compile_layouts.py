@@ -113,7 +113,7 @@ def test_the_native_operator_fake_and_real_agree(layout: str) -> None:
 def test_compiled_equals_eager_on_every_layout(source: str, target: str) -> None:
     """fullgraph=True, Inductor's defaults (size_asserts on): the same bits and strides as the
     eager cast, and the bits of the NumPy backend on the same values."""
-    dtype = TORCH.native_dtype(TYPES[OnnxType[source]])
+    dtype = TORCH.library_dtype(TYPES[OnnxType[source]])
     for layout, (make, dense) in LAYOUTS.items():
         x = make(dtype)
         before = x.clone()

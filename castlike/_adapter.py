@@ -1,11 +1,13 @@
 """The Adapter protocol: what one array library must provide so the shared rules can run on it.
 
 An adapter knows the library's dtypes and a handful of primitives (bit views, raw conversion,
-lookup tables on the right device, gathers, ``where``), and declares what the engine needs to
-know of the library's arithmetic: the pairs where its own conversion is the rule
-(:attr:`Adapter.native_pairs`), whether its float operations flush subnormals, whether it does
-unsigned arithmetic.  The rules themselves are written once, in :mod:`castlike._engine`,
-against these primitives and the library's Array-API namespace.
+lookup tables on the right device, gathers, ``where``), and declares what the route of a cast
+needs to know of the library's arithmetic (:meth:`Adapter.capabilities`): the pairs where its
+own conversion is the rule (:attr:`Adapter.library_pairs`), whether its float operations
+flush subnormals, whether it does unsigned arithmetic.  The routes are decided by the spec
+(:mod:`castlike.spec.route`) and carried out by :mod:`castlike._engine`, against these
+primitives and the library's Array-API namespace.  This module imports the spec only: the
+engine and every backend import it, it imports neither (a leaf under them).
 """
 
 from __future__ import annotations
@@ -14,14 +16,14 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..spec.types import OnnxType, TypeSpec
+from .spec.route import Capabilities
+from .spec.types import OnnxType, TypeSpec
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from .._engine import Engine
-    from .._float8 import Float8Plan, PlanKey
-    from ..spec.rules import Mode
+    from .spec.float8_repairs import Float8Plan, PlanKey
+    from .spec.rules import Mode
 
 __all__ = ["Adapter"]
 
@@ -34,33 +36,58 @@ class Adapter(ABC):
     #: The Array-API namespace (array-api-compat's wrapper where there is one).
     xp: Any
 
-    # -- declarations the engine reads (see castlike._engine) -------------------------------
+    # -- declarations the routes read (see castlike.spec.route) ---------------------------
     #: (source code, target code) pairs where the library's own conversion (:meth:`astype`;
     #: for integer pairs, R8's low bits) is the rule, bit for bit, in the default mode.  The
-    #: engine then uses it in every mode that does not change the pair's rule.  Checked on
+    #: routes then use it in every mode that does not change the pair's rule.  Checked on
     #: every pattern (small sources) or the curated inputs (wide sources) against the oracle by
     #: ``tests/test_engine_pairs.py``; never asserted by hand.
-    native_pairs: ClassVar[frozenset[tuple[int, int]]] = frozenset()
+    library_pairs: ClassVar[frozenset[tuple[int, int]]] = frozenset()
     #: The library's float conversions and comparisons may treat subnormals as zero, and may
-    #: drop a narrowing round trip (XLA): the engine then rounds from DOUBLE, and to odd, in
-    #: integers (:mod:`castlike._exact`), and tests floats for zero and sign on their bits.
+    #: drop a narrowing round trip (XLA): the routes then round from DOUBLE, and to odd, in
+    #: integers (:mod:`castlike._exact`), and test floats for zero and sign on their bits.
     flushes_subnormals: ClassVar[bool] = False
     #: Whether the library does arithmetic, shifts and ordering on uint16/uint32/uint64; if not
     #: (torch), :meth:`int_bits` is the signed view and :meth:`where`/:meth:`clip` handle the
     #: unsigned dtypes themselves.
     unsigned_arithmetic: ClassVar[bool] = True
-    #: The float8 targets the library's FLOAT conversion rounds correctly (specials aside), by
-    #: plain-value mode key: see :mod:`castlike._float8` (``plans(...)`` of the measured
-    #: :class:`~castlike._float8.NativeSpecials`).  Empty: the engine uses the class table.
-    native_float8_plans: ClassVar[Mapping[PlanKey, Float8Plan | None]] = {}
+    #: How the library's FLOAT -> float8 conversions are repaired, per target and mode:
+    #: :func:`castlike.spec.float8_repairs.plans` of what they make of overflow, Inf and NaN
+    #: (measured).  Empty: the routes use the class table.
+    float8_plans: ClassVar[Mapping[PlanKey, Float8Plan | None]] = {}
+    #: Whether the library has bit views and gathers (the Array-API standard has neither).
+    bit_views: ClassVar[bool] = True
+    #: Whether DOUBLE sources into the small floats take one gather from the DOUBLE class
+    #: table, and integer sources a clip and an exact FLOAT (fewer passes on a library with
+    #: fast uint64 arithmetic: NumPy).
+    wide_class_shortcuts: ClassVar[bool] = False
     #: Whether casts from and to STRING may move numbers between the library and NumPy, where
     #: strings live (R9).  False refuses STRING on the backend (R10): the generic Array-API
     #: backend moves no data between libraries.
     moves_strings_through_numpy: ClassVar[bool] = True
 
+    #: The declarations as the routes read them (made once per class: see
+    #: :meth:`__init_subclass__`; torch.compile traces a plain attribute, not a computation).
+    _capabilities: ClassVar[Capabilities] = Capabilities()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._capabilities = Capabilities(
+            library_pairs=frozenset(cls.library_pairs),
+            flushes_subnormals=cls.flushes_subnormals,
+            bit_views=cls.bit_views,
+            float8_plans=tuple(cls.float8_plans.items()),
+            double_class_table=cls.wide_class_shortcuts,
+            clamped_integers=cls.wide_class_shortcuts,
+        )
+
+    def capabilities(self) -> Capabilities:
+        """What the routes of a cast need to know of the library (its declarations)."""
+        return self._capabilities
+
     # -- types -----------------------------------------------------------------------------
     @abstractmethod
-    def native_dtype(self, t: TypeSpec) -> Any | None:
+    def library_dtype(self, t: TypeSpec) -> Any | None:
         """The library's dtype holding ``t``, or None when the library cannot hold it."""
 
     @abstractmethod
@@ -72,22 +99,30 @@ class Adapter(ABC):
         return "cast to a type it can hold, or pass a NumPy array instead"
 
     # -- primitives the engine uses ----------------------------------------------------------
-    @abstractmethod
+    # A backend writes the ones its engine uses.  The bit primitives and the tables are not
+    # abstract: a backend whose engine never asks for them (Dask casts each block with the
+    # NumPy backend; the generic backend declares ``bit_views = False``) leaves them out.
     def bits(self, x: Any, t: TypeSpec) -> Any:
         """Unsigned integer view of the storage of ``x`` (type ``t``).
 
         Sub-byte types are masked to their low ``t.bits`` bits; BOOL gives 0/1 as uint8.
         """
+        raise self._not_provided("bit views")
 
-    @abstractmethod
     def from_bits(self, u: Any, t: TypeSpec) -> Any:
         """Reinterpret an integer array of ``t``'s storage width as type ``t``: unsigned, or
         the view :meth:`int_bits` computes on (uint8 for the sub-byte types, from
         :meth:`narrow`)."""
+        raise self._not_provided("bit views")
+
+    def _not_provided(self, what: str) -> NotImplementedError:
+        return NotImplementedError(
+            f"the {self.name} backend provides no {what}: its engine does not use them"
+        )
 
     def astype(self, x: Any, t: TypeSpec) -> Any:
         """The library's own conversion to ``t`` (only used where it equals the rule)."""
-        return self.xp.astype(x, self.native_dtype(t))
+        return self.xp.astype(x, self.library_dtype(t))
 
     def uint(self, bits: int) -> Any:
         """The unsigned integer dtype of ``bits`` width."""
@@ -136,20 +171,20 @@ class Adapter(ABC):
             step //= 2
         return xp.where(u == 0, count + 1, count)
 
-    @abstractmethod
     def device_table(self, table: np.ndarray, like: Any) -> Any:
         """The host lookup table ``table`` as an array of this library on ``like``'s device."""
+        raise self._not_provided("lookup tables")
 
     def pattern_table(self, source: TypeSpec, target: TypeSpec, mode: Mode, like: Any) -> Any:
         """:func:`~castlike.spec.tables.pattern_table` on ``like``'s device (``mode`` is
         effective for ``target``)."""
-        from ..spec.tables import pattern_table
+        from .spec.tables import pattern_table
 
         return self.device_table(pattern_table(source, target, mode), like)
 
     def class_table(self, target: TypeSpec, mode: Mode, like: Any) -> Any:
         """:func:`~castlike.spec.tables.float32_class_table` on ``like``'s device."""
-        from ..spec.tables import float32_class_table
+        from .spec.tables import float32_class_table
 
         return self.device_table(float32_class_table(target, mode), like)
 
@@ -189,8 +224,9 @@ class Adapter(ABC):
         return None
 
     # -- the engine ---------------------------------------------------------------------------
-    def engine(self) -> Engine:
-        """The rule engine bound to this adapter (subclasses may return a specialised one)."""
-        from .._engine import Engine
+    def engine(self) -> Any:
+        """The :class:`castlike._engine.Engine` bound to this adapter (subclasses may return a
+        specialised one).  Typed loosely: the engine imports this module, not the reverse."""
+        from ._engine import Engine
 
         return Engine(self)

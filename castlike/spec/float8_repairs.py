@@ -3,11 +3,11 @@
 Some libraries round FLOAT to a float8 format to nearest even, subnormals included, but make
 something else of overflow, Inf or NaN than R4 says (torch: E4M3FN saturates, E5M2 writes NaN
 as 0x7F).  An adapter declares, per float8 type, what its conversion makes of those
-(:class:`NativeSpecials`, measured); this module derives from the spec's own tables
+(:class:`LibrarySpecials`, measured); this module derives from the spec's own tables
 (:func:`~castlike.spec.rules.overflow_rule`, the format's NaN encoding) how each target under
 each mode is repaired in a pass or two (:class:`Float8Plan`), or that it cannot be (the
-engine then takes the class table).  :meth:`castlike._engine.Engine.float8_natively` applies a
-plan.
+engine then takes the class table).  A route carries its plan
+(:attr:`castlike.spec.route.Route.float8_plan`), and the engine applies it.
 
 Plans are computed once, when the adapter is defined, and looked up by plain values: the
 engine runs under ``torch.compile``, which cannot trace Fraction arithmetic or
@@ -19,10 +19,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from .spec.rules import Action, Mode, Profile, RoundMode, overflow_rule
-from .spec.types import TYPES, OnnxType, TypeSpec
+from .rules import Action, Mode, Profile, RoundMode, overflow_rule
+from .types import TYPES, OnnxType, TypeSpec
 
-__all__ = ["Float8Plan", "NativeSpecials", "PlanKey", "plan_for", "plans"]
+__all__ = ["Float8Plan", "LibrarySpecials", "PlanKey", "plan_for", "plans"]
 
 _T = OnnxType
 
@@ -31,7 +31,7 @@ PlanKey = tuple[int, bool, str, str, bool]
 
 
 @dataclass(frozen=True)
-class NativeSpecials:
+class LibrarySpecials:
     """What a library's FLOAT -> float8 conversion makes of a FLOAT beyond the format's range
     and of +-Inf, and the NaN encoding it writes (sign bit added for signed NaNs)."""
 
@@ -52,24 +52,24 @@ class Float8Plan:
     boundary: float
     inclusive: bool
     nan_magnitude: int
-    native_nan: int | None
+    library_nan: int | None
 
 
-def float8_plan(native: NativeSpecials, target: TypeSpec, mode: Mode) -> Float8Plan | None:
+def float8_plan(library: LibrarySpecials, target: TypeSpec, mode: Mode) -> Float8Plan | None:
     """The plan for ``target`` under ``mode`` from R4's tables, or None (use the class table)."""
     fmt = target.fmt
     nan = fmt.nan_bits()
     if target.code == _T.FLOAT8E5M2:
         nan = mode.profile.rules.float8e5m2_nan  # R12: 0x7F in the legacy profile
-    if nan is None or nan not in (native.nan, native.nan - 1):
+    if nan is None or nan not in (library.nan, library.nan - 1):
         return None
     rule = overflow_rule(target, mode)
     wanted = (rule.overflow, rule.inf)
-    if wanted == (native.overflow, native.inf):
+    if wanted == (library.overflow, library.inf):
         repair = "none"
     elif wanted == (Action.MAX, Action.MAX):
         repair = "clamp"
-    elif wanted == (Action.NAN, Action.NAN) and native.inf is Action.MAX:
+    elif wanted == (Action.NAN, Action.NAN) and library.inf is Action.MAX:
         repair = "nan beyond max"
     else:
         return None
@@ -83,7 +83,7 @@ def float8_plan(native: NativeSpecials, target: TypeSpec, mode: Mode) -> Float8P
         boundary=float(fmt.max_value + ulp / 2),
         inclusive=bool(max_bits & 1),
         nan_magnitude=nan & ~fmt.sign_mask,
-        native_nan=None if nan == native.nan else native.nan,
+        library_nan=None if nan == library.nan else library.nan,
     )
 
 
@@ -93,17 +93,17 @@ def mode_key(target: TypeSpec, mode: Mode) -> PlanKey:
     return (target.code, m.saturate, m.round_mode.value, m.profile.value, m.inf_to_fnuz_is_nan)
 
 
-def plans(natives: Mapping[OnnxType, NativeSpecials]) -> dict[PlanKey, Float8Plan | None]:
+def plans(declared: Mapping[OnnxType, LibrarySpecials]) -> dict[PlanKey, Float8Plan | None]:
     """Every declared float8 target under every effective mode."""
     out: dict[PlanKey, Float8Plan | None] = {}
-    for t, native in natives.items():
+    for t, library in declared.items():
         target = TYPES[t]
         for saturate in (True, False):
             for round_mode in RoundMode:
                 for profile in Profile:
                     for fnuz in (True, False):
                         m = Mode(saturate, round_mode, profile, fnuz).effective_for(target)
-                        out[mode_key(target, m)] = float8_plan(native, target, m)
+                        out[mode_key(target, m)] = float8_plan(library, target, m)
     return out
 
 
