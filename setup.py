@@ -22,7 +22,9 @@ import platform
 from setuptools import Extension, setup
 
 SRC = "castlike/_native/src"
-DEPENDS = [f"{SRC}/kernels.hpp", f"{SRC}/fpenv.hpp", f"{SRC}/threads.hpp"]
+DEPENDS = [
+    f"{SRC}/{name}.hpp" for name in ("kernels", "simd_bytes", "small_float", "fpenv", "threads")
+]
 FLAGS = [
     "-std=c++17",
     "-O3",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 import subprocess
 import sys
 from dataclasses import replace
@@ -122,6 +123,8 @@ _WIDE_OR_16 = {OnnxType.FLOAT, OnnxType.DOUBLE, OnnxType.FLOAT16, OnnxType.BFLOA
 
 _THREAD_CASES = [
     ("FLOAT", "FLOAT8E4M3FN"),
+    ("FLOAT", "FLOAT8E8M0"),
+    ("DOUBLE", "FLOAT8E5M2FNUZ"),
     ("FLOAT", "FLOAT16"),
     ("DOUBLE", "BFLOAT16"),
     ("FLOAT", "INT4"),
@@ -180,8 +183,8 @@ def test_hostile_floating_point_environment(rounding: int) -> None:
     """FTZ/DAZ and every rounding mode set by the caller change no bit."""
     module = _native.module()
     assert module is not None
-    cases = [("FLOAT", t) for t in ("FLOAT16", "BFLOAT16", "FLOAT8E4M3FN", "INT4", "INT32")]
-    cases += [("DOUBLE", t) for t in ("FLOAT", "FLOAT16", "BFLOAT16", "FLOAT8E5M2")]
+    cases = [("FLOAT", t) for t in ("FLOAT16", "BFLOAT16", "INT4", "INT32", *_SMALL_FLOATS)]
+    cases += [("DOUBLE", t) for t in ("FLOAT", "FLOAT16", "BFLOAT16", *_SMALL_FLOATS)]
     cases += [("INT64", t) for t in ("FLOAT", "DOUBLE", "BFLOAT16", "FLOAT8E8M0")]
     cases += [("UINT64", "FLOAT"), ("INT32", "FLOAT16")]
     expected = {}
@@ -198,6 +201,97 @@ def test_hostile_floating_point_environment(rounding: int) -> None:
         module._restore_fp_environment(saved)
     for key, (_, bits) in expected.items():
         assert got[key] == bits, key
+
+
+# -- the small floats by arithmetic ------------------------------------------------------------
+
+_SMALL_FLOATS = [t.name for t in TYPES if t.is_float and t.storage_bits == 8]
+
+
+@pytest.mark.parametrize("source_name", ["FLOAT", "DOUBLE"])
+def test_small_floats_take_the_arithmetic_kernels(source_name: str) -> None:
+    """FLOAT and DOUBLE to every float of 8 bits or fewer, in every mode, run the arithmetic
+    kernels (so that the equality tests above hold them), except FLOAT8E8M0 where the profile
+    follows onnx's helper (and its DOUBLE sources rounded to nearest FLOAT first, which the
+    pure engine casts)."""
+    source = spec_of(source_name)
+    others = []
+    for name in _SMALL_FLOATS:
+        target = spec_of(name)
+        for mode in _modes(source, target):
+            found = routes.route(source, target, mode.effective_for(target))
+            kernel = None if found is None else found[0]
+            expected = "e8m0" if name == "FLOAT8E8M0" else "small_float"
+            helper = name == "FLOAT8E8M0" and mode.profile.rules.e8m0_by_onnx_helper
+            if kernel != f"{expected}:{_TYPE_KEYS[source_name]}:u8" and not helper:
+                others.append(f"{name} {mode_id(mode)}: {kernel}")
+    assert others == []
+
+
+_TYPE_KEYS = {"FLOAT": "f32", "DOUBLE": "f64"}
+
+
+def _lengths_and_offsets() -> list[tuple[int, int]]:
+    # Every tail length of the SIMD steps (64 elements) and misaligned starts of both buffers;
+    # then beyond 8 MiB of output, where the stores stream after a head that aligns them.
+    return [(n, k) for n in range(0, 150) for k in (0, 1, 3)] + [((8 << 20) + 77, 1)]
+
+
+@pytest.mark.parametrize("source_name", ["FLOAT", "DOUBLE"])
+@pytest.mark.parametrize("target_name", _SMALL_FLOATS)
+def test_small_float_tails_and_alignments(
+    source_name: str, target_name: str, level_module: ModuleType
+) -> None:
+    source, target = spec_of(source_name), spec_of(target_name)
+    mode = Mode(saturate=False) if target_name == "FLOAT8E5M2" else Mode()
+    kernel = routes.kernel_for(level_module, source, target, mode)
+    pool = np.ascontiguousarray(random_inputs(source, (8 << 20) + 200, seed=5))
+    storage = pool.dtype.itemsize
+    raw = np.zeros(pool.nbytes + 64, dtype=np.uint8)
+    out_raw = np.zeros((8 << 20) + 300, dtype=np.uint8)
+    for n, k in _lengths_and_offsets():
+        # The source at an element offset k (its own alignment kept), the output at byte k.
+        x = raw[k * storage : (k + n) * storage].view(pool.dtype)
+        x[...] = pool[k : k + n]
+        out = out_raw[k : k + n].view(NUMPY_DTYPES[OnnxType(target.code)])
+        kernel(x, out, 1)
+        expected = NUMPY.bits(_pure(x, source, target, mode), target).astype(np.uint64)
+        mismatch = compare_bits(out, expected, source, target, x)
+        assert mismatch is None, f"n={n}, offset {k}: {mismatch.describe(source, target)}"
+
+
+# (keyword changed, message): each a small_float kernel's argument that would make its
+# arithmetic undefined or its results not bytes.
+_BAD_SMALL_FLOAT = [
+    ({"mantissa_bits": 0}, "mantissa_bits must be 1 to 10, got 0"),
+    ({"mantissa_bits": 23}, "mantissa_bits must be 1 to 10, got 23"),
+    ({"hi": 448.1}, "hi (the clamp) must be a positive finite FLOAT value, got 448.1"),
+    ({"hi": float("inf")}, "hi (the clamp) must be a positive finite FLOAT value"),
+    ({"hi": -448.0}, "hi (the clamp) must be a positive finite FLOAT value"),
+    ({"min_exponent": -127}, "min_exponent must be -126 to 127, got -127"),
+    ({"min_exponent": 120}, "round at 2**140, beyond FLOAT's range"),
+    ({"hi": 2.0**120}, "round at 2**140, beyond FLOAT's range"),
+    ({"cap_code": 0x7D}, "cap_code must be from the clamp's code 126 to 255, got 125"),
+    ({"cap_code": 256}, "cap_code must be from the clamp's code 126 to 255, got 256"),
+    ({"sign_mask": -1}, "sign_mask must be 0 to 255, got -1"),
+    ({"zero_results": (0, 256)}, "zero_results[1] must be 0 to 255, got 256"),
+    ({"cap_results": (-3, 0)}, "cap_results[0] must be 0 to 255, got -3"),
+]
+
+
+@pytest.mark.parametrize(("change", "message"), _BAD_SMALL_FLOAT, ids=lambda v: str(v)[:40])
+def test_small_float_kernel_refuses_bad_constants(change: dict[str, object], message: str) -> None:
+    module = _native.module()
+    assert module is not None
+    found = routes.route(spec_of("FLOAT"), spec_of("FLOAT8E4M3FN"), Mode())
+    assert found is not None
+    name, params = found
+    module.Kernel(name, **params)  # the routed constants are accepted
+    with pytest.raises(ValueError, match=re.escape(message)) as refused:
+        module.Kernel(name, **{**params, **change})
+    assert str(refused.value).startswith(f"{name}: ")
+    with pytest.raises(ValueError, match="mantissa_bits must be 1 to 10, got 0"):
+        module.Kernel(name)  # nothing given
 
 
 # -- one source of truth ---------------------------------------------------------------------------

@@ -52,6 +52,15 @@ struct Params {
   int64_t ihi = 0;
   uint64_t nan_result = 0;
   uint64_t hi_result = 0;
+  // The small float targets' arithmetic kernel (SmallFloat in small_float.hpp): the format's
+  // mantissa bits and smallest normal exponent, the code that NaN is capped at, the sign bit,
+  // and the results of the codes 0 and `cap_code` for a positive and a negative input.
+  int mantissa_bits = 0;
+  int min_exponent = 0;
+  int cap_code = -1;
+  int sign_mask = -1;
+  int zero_results[2] = {-1, -1};
+  int cap_results[2] = {-1, -1};
 };
 
 template <class To, class From>
@@ -488,6 +497,12 @@ template <class Op, class = void>
 struct IsIndexed : std::false_type {};
 template <class Op>
 struct IsIndexed<Op, std::void_t<decltype(Op::kIndexed)>> : std::true_type {};
+//: Families that run a whole range themselves (`void block(const InT*, OutT*, size_t) const`):
+//: the SIMD kernels, which take many elements per step and finish with the portable form.
+template <class Op, class = void>
+struct HasBlock : std::false_type {};
+template <class Op>
+struct HasBlock<Op, std::void_t<decltype(&Op::block)>> : std::true_type {};
 template <class Op, class = void>
 struct IsBlocked : std::false_type {};
 template <class Op>
@@ -525,7 +540,11 @@ void map_indexed(const void* in, void* out, size_t begin, size_t end, const Para
 
 template <class Op>
 void map_elements(const void* in, void* out, size_t begin, size_t end, const Params& p) {
-  if constexpr (IsIndexed<Op>::value) {
+  if constexpr (HasBlock<Op>::value) {
+    const Op op(p);
+    op.block(static_cast<const typename Op::InT*>(in) + begin,
+             static_cast<typename Op::OutT*>(out) + begin, end - begin);
+  } else if constexpr (IsIndexed<Op>::value) {
     map_indexed<Op>(in, out, begin, end, p);
   } else {
     using In = typename Op::InT;
