@@ -22,9 +22,8 @@ import platform
 from setuptools import Extension, setup
 
 SRC = "castlike/_native/src"
-DEPENDS = [
-    f"{SRC}/{name}.hpp" for name in ("kernels", "simd_bytes", "small_float", "fpenv", "threads")
-]
+HEADERS = ("kernels", "simd_pack", "small_float", "float_to_int", "fpenv", "threads")
+DEPENDS = [f"{SRC}/{name}.hpp" for name in HEADERS]
 FLAGS = [
     "-std=c++17",
     "-O3",

@@ -16,6 +16,7 @@ import re
 import subprocess
 import sys
 from dataclasses import replace
+from functools import lru_cache
 from types import ModuleType, SimpleNamespace
 
 import numpy as np
@@ -231,29 +232,39 @@ def test_small_floats_take_the_arithmetic_kernels(source_name: str) -> None:
 _TYPE_KEYS = {"FLOAT": "f32", "DOUBLE": "f64"}
 
 
-def _lengths_and_offsets() -> list[tuple[int, int]]:
-    # Every tail length of the SIMD steps (64 elements) and misaligned starts of both buffers;
-    # then beyond 8 MiB of output, where the stores stream after a head that aligns them.
-    return [(n, k) for n in range(0, 150) for k in (0, 1, 3)] + [((8 << 20) + 77, 1)]
+#: The kernels with SIMD steps: FLOAT and DOUBLE to these targets.
+_SIMD_TARGETS = [*_SMALL_FLOATS, "INT8", "UINT8", "INT16", "UINT16", "INT32", "UINT32"]
+_SIMD_TARGETS += ["INT4", "UINT4", "INT2", "UINT2"]
+
+
+@lru_cache(maxsize=2)
+def _pool(source_name: str) -> np.ndarray:
+    pool = np.ascontiguousarray(random_inputs(spec_of(source_name), (8 << 20) + 300, seed=5))
+    pool.flags.writeable = False
+    return pool
 
 
 @pytest.mark.parametrize("source_name", ["FLOAT", "DOUBLE"])
-@pytest.mark.parametrize("target_name", _SMALL_FLOATS)
-def test_small_float_tails_and_alignments(
+@pytest.mark.parametrize("target_name", _SIMD_TARGETS)
+def test_simd_tails_and_alignments(
     source_name: str, target_name: str, level_module: ModuleType
 ) -> None:
+    """Every tail length of the SIMD steps (up to 64 elements a step) and misaligned starts of
+    both buffers; then beyond 8 MiB of output, where the stores stream after a head that aligns
+    the output, at an output misaligned by one element."""
     source, target = spec_of(source_name), spec_of(target_name)
     mode = Mode(saturate=False) if target_name == "FLOAT8E5M2" else Mode()
     kernel = routes.kernel_for(level_module, source, target, mode)
-    pool = np.ascontiguousarray(random_inputs(source, (8 << 20) + 200, seed=5))
-    storage = pool.dtype.itemsize
-    raw = np.zeros(pool.nbytes + 64, dtype=np.uint8)
-    out_raw = np.zeros((8 << 20) + 300, dtype=np.uint8)
-    for n, k in _lengths_and_offsets():
-        # The source at an element offset k (its own alignment kept), the output at byte k.
-        x = raw[k * storage : (k + n) * storage].view(pool.dtype)
+    pool = _pool(source_name)
+    out_dtype = np.dtype(NUMPY_DTYPES[OnnxType(target.code)])
+    big = (8 << 20) // out_dtype.itemsize + 77
+    x_raw = np.zeros(pool.size + 64, dtype=pool.dtype)
+    out_raw = np.zeros(big + 64, dtype=out_dtype)
+    for n, k in [(n, k) for n in range(0, 150) for k in (0, 1, 3)] + [(big, 1)]:
+        x = x_raw[k : k + n]
         x[...] = pool[k : k + n]
-        out = out_raw[k : k + n].view(NUMPY_DTYPES[OnnxType(target.code)])
+        out = out_raw[k : k + n]
+        out.view(np.uint8)[...] = 0xA5  # no result of an earlier round can pass for this one's
         kernel(x, out, 1)
         expected = NUMPY.bits(_pure(x, source, target, mode), target).astype(np.uint64)
         mismatch = compare_bits(out, expected, source, target, x)

@@ -417,6 +417,8 @@ struct FloatToInt {
         limit(F(p.limit)),
         nan_result(Work(p.nan_result)),
         hi_result(Work(p.hi_result)) {}
+  //: The whole range: SIMD steps where the build has them (float_to_int.hpp).
+  void block(const F* src, Out* dst, size_t n) const;
   Out operator()(F x) const {
     const bool nan = x != x;
     F clamped = x < lo ? lo : x;
@@ -443,6 +445,8 @@ struct FloatToSubByte {
         bound(F(p.hi)),
         mask(uint8_t(p.mask)),
         nan_result(uint8_t(p.nan_result)) {}
+  //: The whole range: SIMD steps where the build has them (float_to_int.hpp).
+  void block(const F* src, uint8_t* dst, size_t n) const;
   uint8_t operator()(F x) const {
     const F clamped = x < pre_lo ? pre_lo : (x > pre_hi ? pre_hi : x);
     F v = std::fabs(x) == std::numeric_limits<F>::infinity() ? x : clamped;

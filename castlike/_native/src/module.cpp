@@ -29,6 +29,7 @@
 #include <cxxabi.h>
 #endif
 
+#include "float_to_int.hpp"
 #include "fpenv.hpp"
 #include "kernels.hpp"
 #include "small_float.hpp"

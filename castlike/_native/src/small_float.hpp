@@ -9,7 +9,7 @@
 #pragma once
 
 #include "kernels.hpp"
-#include "simd_bytes.hpp"
+#include "simd_pack.hpp"
 
 namespace castlike {
 
@@ -95,7 +95,7 @@ struct SmallFloatCodes {
   }
 };
 
-#if defined(CASTLIKE_BYTES_AVX512)
+#if defined(CASTLIKE_PACK_AVX512)
 template <int Flags>
 struct SmallFloatLanes {
   __m512 clamp;
@@ -119,8 +119,8 @@ struct SmallFloatLanes {
         cap_pos(_mm512_set1_epi8(char(k.capped[0]))),
         cap_neg(_mm512_set1_epi8(char(k.capped[1]))) {}
 
-  __m512i codes(__m512i x) const {
-    __m512i a = _mm512_and_si512(x, magnitude);
+  __m512i codes(const uint32_t* p) const {
+    __m512i a = _mm512_and_si512(_mm512_loadu_si512(p), magnitude);
     if constexpr ((Flags & kInfIsNan) != 0) {
       // Inf + 1 is a signalling NaN, which the addition below quiets.
       a = _mm512_mask_add_epi32(a, _mm512_cmpeq_epi32_mask(a, inf), a, one);
@@ -128,16 +128,22 @@ struct SmallFloatLanes {
     // minps returns its second operand when either is NaN: a NaN stays.
     const __m512 clamped = min_ps(clamp, _mm512_castsi512_ps(a));
     const __m512i c = _mm512_castps_si512(clamped);
-    const __m512i p =
+    const __m512i power =
         _mm512_add_epi32(_mm512_and_si512(max_epu32(c, floor), exponent), p_offset);
-    const __m512i sum = _mm512_castps_si512(_mm512_add_ps(clamped, _mm512_castsi512_ps(p)));
+    const __m512i sum = _mm512_castps_si512(_mm512_add_ps(clamped, _mm512_castsi512_ps(power)));
     return _mm512_sub_epi32(
         _mm512_add_epi32(srlv_epi32(sum, shift), _mm512_and_si512(sum, low)),
         code_offset);
   }
 
-  __m512i finish(__m512i bytes, __m512i signs) const {
+  //: The step's 64 codes (packed as Pack<uint8_t> packs) with the sign, capped, specials.
+  __m512i finish(__m512i bytes, const uint32_t* p) const {
     const __m512i code = _mm512_min_epu8(bytes, cap);
+    // The inputs again (from the first-level cache), packed the same way with signed
+    // saturation, which keeps each one's sign in the top bit of its byte.
+    const auto at = [p](size_t k) { return _mm512_loadu_si512(p + k * kLanes); };
+    const __m512i signs = _mm512_packs_epi16(_mm512_packs_epi32(at(0), at(1)),
+                                             _mm512_packs_epi32(at(2), at(3)));
     const __mmask64 negative = _mm512_movepi8_mask(signs);
     __m512i out = _mm512_or_si512(code, _mm512_maskz_mov_epi8(negative, sign));
     if constexpr ((Flags & kFixedSpecials) != 0) {
@@ -149,7 +155,7 @@ struct SmallFloatLanes {
     return out;
   }
 };
-#elif defined(CASTLIKE_BYTES_AVX2)
+#elif defined(CASTLIKE_PACK_AVX2)
 template <int Flags>
 struct SmallFloatLanes {
   __m256 clamp;
@@ -172,23 +178,29 @@ struct SmallFloatLanes {
         cap_pos(_mm256_set1_epi8(char(k.capped[0]))),
         cap_neg(_mm256_set1_epi8(char(k.capped[1]))) {}
 
-  __m256i codes(__m256i x) const {
+  __m256i codes(const uint32_t* p) const {
+    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
     __m256i a = _mm256_and_si256(x, magnitude);
     if constexpr ((Flags & kInfIsNan) != 0) {
       a = _mm256_sub_epi32(a, _mm256_cmpeq_epi32(a, inf));  // Inf + 1: a signalling NaN
     }
     const __m256 clamped = _mm256_min_ps(clamp, _mm256_castsi256_ps(a));  // a NaN stays
     const __m256i c = _mm256_castps_si256(clamped);
-    const __m256i p =
+    const __m256i power =
         _mm256_add_epi32(_mm256_and_si256(_mm256_max_epu32(c, floor), exponent), p_offset);
-    const __m256i sum = _mm256_castps_si256(_mm256_add_ps(clamped, _mm256_castsi256_ps(p)));
+    const __m256i sum = _mm256_castps_si256(_mm256_add_ps(clamped, _mm256_castsi256_ps(power)));
     return _mm256_sub_epi32(
         _mm256_add_epi32(_mm256_srlv_epi32(sum, shift), _mm256_and_si256(sum, low)),
         code_offset);
   }
 
-  __m256i finish(__m256i bytes, __m256i signs) const {
+  __m256i finish(__m256i bytes, const uint32_t* p) const {
     const __m256i code = _mm256_min_epu8(bytes, cap);
+    const auto at = [p](size_t k) {
+      return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + k * kLanes));
+    };
+    const __m256i signs = _mm256_packs_epi16(_mm256_packs_epi32(at(0), at(1)),
+                                             _mm256_packs_epi32(at(2), at(3)));
     const __m256i negative = _mm256_cmpgt_epi8(_mm256_setzero_si256(), signs);
     __m256i out = _mm256_or_si256(code, _mm256_and_si256(negative, sign));
     if constexpr ((Flags & kFixedSpecials) != 0) {
@@ -221,9 +233,9 @@ struct SmallFloat {
     const SmallFloatLanes<Flags> lanes(k);
     const auto one = [this](uint32_t bits) { return k.template one<Flags>(bits); };
     if constexpr (std::is_same_v<Source, FloatBits>) {
-      run_bytes(src, dst, n, lanes, one);
+      run_packed(src, dst, n, lanes, one);
     } else {
-      run_bytes_from_double(src, dst, n, (Flags & kNearestFloatFirst) != 0, lanes, one);
+      run_packed_from_double(src, dst, n, (Flags & kNearestFloatFirst) != 0, lanes, one);
     }
   }
 };
@@ -283,7 +295,7 @@ struct E8M0Codes {
   }
 };
 
-#if defined(CASTLIKE_BYTES_AVX512)
+#if defined(CASTLIKE_PACK_AVX512)
 template <int Variant>
 struct E8M0Lanes {
   using C = E8M0Codes<Variant>;
@@ -298,7 +310,8 @@ struct E8M0Lanes {
         lowest(_mm512_set1_epi32(int(C::kLowest))),
         range(_mm512_set1_epi32(int(C::kHighest - C::kLowest))) {}
 
-  __m512i codes(__m512i x) const {
+  __m512i codes(const uint32_t* p) const {
+    const __m512i x = _mm512_loadu_si512(p);
     const __m512 v = _mm512_castsi512_ps(x);
     __m512 y;
     if constexpr (C::kRound == E8M0Round::kDown) {
@@ -317,9 +330,9 @@ struct E8M0Lanes {
     if constexpr (C::kOffset != 0) w = _mm512_sub_epi32(w, offset);
     return srai_epi32<23>(w);  // -1 below the range: packed to 0
   }
-  __m512i finish(__m512i bytes, __m512i) const { return bytes; }
+  __m512i finish(__m512i bytes, const uint32_t*) const { return bytes; }
 };
-#elif defined(CASTLIKE_BYTES_AVX2)
+#elif defined(CASTLIKE_PACK_AVX2)
 template <int Variant>
 struct E8M0Lanes {
   using C = E8M0Codes<Variant>;
@@ -334,7 +347,8 @@ struct E8M0Lanes {
         lowest(_mm256_set1_epi32(int(C::kLowest))),
         range(_mm256_set1_epi32(int(C::kHighest - C::kLowest))) {}
 
-  __m256i codes(__m256i x) const {
+  __m256i codes(const uint32_t* p) const {
+    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
     const __m256 v = _mm256_castsi256_ps(x);
     __m256 y;
     if constexpr (C::kRound == E8M0Round::kDown) {
@@ -353,7 +367,7 @@ struct E8M0Lanes {
     if constexpr (C::kOffset != 0) w = _mm256_sub_epi32(w, offset);
     return _mm256_srai_epi32(w, 23);
   }
-  __m256i finish(__m256i bytes, __m256i) const { return bytes; }
+  __m256i finish(__m256i bytes, const uint32_t*) const { return bytes; }
 };
 #else
 template <int Variant>
@@ -372,9 +386,9 @@ struct E8M0 {
     const E8M0Lanes<Variant> lanes;
     const auto one = [](uint32_t bits) { return E8M0Codes<Variant>::one(bits); };
     if constexpr (std::is_same_v<Source, FloatBits>) {
-      run_bytes(src, dst, n, lanes, one);
+      run_packed(src, dst, n, lanes, one);
     } else {
-      run_bytes_from_double(src, dst, n, false, lanes, one);
+      run_packed_from_double(src, dst, n, false, lanes, one);
     }
   }
 };
