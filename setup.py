@@ -22,7 +22,15 @@ import platform
 from setuptools import Extension, setup
 
 SRC = "castlike/_native/src"
-HEADERS = ("kernels", "simd_pack", "small_float", "float_to_int", "fpenv", "threads")
+HEADERS = (
+    "kernels",
+    "simd_pack",
+    "small_float",
+    "float_to_int",
+    "narrow_float",
+    "fpenv",
+    "threads",
+)
 DEPENDS = [f"{SRC}/{name}.hpp" for name in HEADERS]
 FLAGS = [
     "-std=c++17",

@@ -234,7 +234,7 @@ _TYPE_KEYS = {"FLOAT": "f32", "DOUBLE": "f64"}
 
 #: The kernels with SIMD steps: FLOAT and DOUBLE to these targets.
 _SIMD_TARGETS = [*_SMALL_FLOATS, "INT8", "UINT8", "INT16", "UINT16", "INT32", "UINT32"]
-_SIMD_TARGETS += ["INT4", "UINT4", "INT2", "UINT2"]
+_SIMD_TARGETS += ["INT4", "UINT4", "INT2", "UINT2", "BFLOAT16", "FLOAT16"]
 
 
 @lru_cache(maxsize=2)

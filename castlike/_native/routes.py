@@ -118,12 +118,11 @@ def route(source: TypeSpec, target: TypeSpec, mode: Mode) -> tuple[str, dict[str
     if t is _T.FLOAT16:
         return f"float16:{key}:u16", {}
     if t is _T.BFLOAT16:
-        truncate = rules.bfloat16 == "truncate"
-        if s is _T.FLOAT:
-            return "bfloat16:f32:u16", {"variant": 2 if truncate else 0}
-        # Wide sources: rounded once (0), or to the nearest FLOAT first (1), then truncated (2).
-        variant = 2 if truncate else (0 if odd else 1)
-        return f"bfloat16:{key}:u16", {"variant": variant}
+        # Wide sources: rounded once, or to the nearest FLOAT first; legacy then truncates.
+        rounding = BFloat16Rounding.ONCE if odd else BFloat16Rounding.NEAREST_FLOAT_FIRST
+        if rules.bfloat16 == "truncate":
+            rounding = BFloat16Rounding.TRUNCATE
+        return f"bfloat16:{key}:u16", {"variant": int(rounding)}
     # float8, float4, float6, FLOAT8E8M0 from FLOAT or DOUBLE: by arithmetic, where the spec's
     # class table confirms the kernel's special results; otherwise, and from the integers, the
     # spec's class tables.
@@ -140,6 +139,25 @@ def route(source: TypeSpec, target: TypeSpec, mode: Mode) -> tuple[str, dict[str
     variant = int(target.fmt.max_value < 2**24) if source.is_integer else int(not odd)
     params = {"table": table, "class_bits": FLOAT32_CLASS_BITS, "variant": variant}
     return f"float_class:{key}:u8", params
+
+
+class BFloat16Rounding(enum.IntEnum):
+    """The variants of the ``bfloat16`` kernels (``BFloat16Rounding`` in
+    castlike/_native/src/kernels.hpp, whose values these are)."""
+
+    #: Rounded once, from the exact value (R3).
+    ONCE = 0
+    #: To the nearest FLOAT first, then to nearest even (wide sources, reference profiles).
+    NEAREST_FLOAT_FIRST = 1
+    #: To the nearest FLOAT, then its upper half (the legacy profile).
+    TRUNCATE = 2
+
+
+class SubByteRounding(enum.IntEnum):
+    """The variants of the ``float_to_sub_byte`` kernels (``SubByteRounding`` in kernels.hpp)."""
+
+    HALF_EVEN = 0
+    TOWARD_ZERO = 1
 
 
 class SmallFloatFlag(enum.IntFlag):
@@ -361,7 +379,11 @@ def _to_integer(
         params = {
             "mask": mask,
             "hi": bound,
-            "variant": 0 if rules.sub_byte_rounding == "half_even" else 1,
+            "variant": int(
+                SubByteRounding.HALF_EVEN
+                if rules.sub_byte_rounding == "half_even"
+                else SubByteRounding.TOWARD_ZERO
+            ),
             "nan_result": _nan_result(source, target, mode),
         }
         if saturate:

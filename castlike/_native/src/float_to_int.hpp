@@ -200,7 +200,7 @@ struct FloatToIntLanes {
 };
 
 //: FloatToSubByte's lanes.  kPreClamp: the legacy clamp to [pre_lo, pre_hi] (Inf passing).
-template <class F, int Variant, bool kPreClamp>
+template <class F, SubByteRounding R, bool kPreClamp>
 struct SubByteLanes {
   using V = typename FloatVector<sizeof(F)>::V;
   using In = std::conditional_t<sizeof(F) == 4, uint32_t, uint64_t>;
@@ -247,7 +247,7 @@ struct SubByteLanes {
       const __mmask16 inf = _mm512_fpclass_ps_mask(x, 0x18);  // +-Inf
       v = _mm512_mask_mov_ps(min_ps(max_ps(x, pre_lo), pre_hi), inf, x);
     }
-    if constexpr (Variant == 0) v = round_even_ps(v);  // else the conversion truncates
+    if constexpr (R == SubByteRounding::kHalfEven) v = round_even_ps(v);  // else: truncation
     v = min_ps(max_ps(v, minus_bound), bound);
     const __m512i w = _mm512_maskz_cvttps_epi32(kAll16, v);
     return _mm512_mask_and_epi32(nan, _mm512_cmp_ps_mask(x, x, _CMP_ORD_Q), w, mask);
@@ -260,7 +260,7 @@ struct SubByteLanes {
       const __mmask8 inf = _mm512_fpclass_pd_mask(x, 0x18);
       v = _mm512_mask_mov_pd(min_pd(max_pd(x, pre_lo), pre_hi), inf, x);
     }
-    if constexpr (Variant == 0) v = round_even_pd(v);
+    if constexpr (R == SubByteRounding::kHalfEven) v = round_even_pd(v);
     v = min_pd(max_pd(v, minus_bound), bound);
     const __m512i w = _mm512_and_si512(_mm512_maskz_cvttpd_epi64(__mmask8(0xFF), v), mask64);
     const __m256i low = _mm512_maskz_cvtepi64_epi32(__mmask8(0xFF), w);
@@ -276,7 +276,9 @@ struct SubByteLanes {
       const __m256 inf = _mm256_cmp_ps(magnitude, _mm256_set1_ps(std::numeric_limits<float>::infinity()), _CMP_EQ_OQ);
       v = _mm256_blendv_ps(_mm256_min_ps(_mm256_max_ps(x, pre_lo), pre_hi), x, inf);
     }
-    if constexpr (Variant == 0) v = _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    if constexpr (R == SubByteRounding::kHalfEven) {
+      v = _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    }
     v = _mm256_min_ps(_mm256_max_ps(v, minus_bound), bound);
     const __m256i w = _mm256_and_si256(_mm256_cvttps_epi32(v), mask);
     return _mm256_blendv_epi8(nan, w, _mm256_castps_si256(_mm256_cmp_ps(x, x, _CMP_ORD_Q)));
@@ -326,8 +328,8 @@ void FloatToInt<F, Out>::block(const F* src, Out* dst, size_t n) const {
   for (size_t i = 0; i < n; ++i) dst[i] = one(src[i]);
 }
 
-template <class F, int Variant>
-void FloatToSubByte<F, Variant>::block(const F* src, uint8_t* dst, size_t n) const {
+template <class F, SubByteRounding R>
+void FloatToSubByte<F, R>::block(const F* src, uint8_t* dst, size_t n) const {
   const auto one = [this](F x) { return (*this)(x); };
   if constexpr (kSubByteSimd<F>) {
 #if defined(CASTLIKE_PACK_SIMD)
@@ -337,9 +339,9 @@ void FloatToSubByte<F, Variant>::block(const F* src, uint8_t* dst, size_t n) con
     const bool pre_clamp = pre_lo != -std::numeric_limits<F>::infinity() ||
                            pre_hi != std::numeric_limits<F>::infinity();
     if (pre_clamp) {
-      run_packed(bits, dst, n, SubByteLanes<F, Variant, true>(*this), portable);
+      run_packed(bits, dst, n, SubByteLanes<F, R, true>(*this), portable);
     } else {
-      run_packed(bits, dst, n, SubByteLanes<F, Variant, false>(*this), portable);
+      run_packed(bits, dst, n, SubByteLanes<F, R, false>(*this), portable);
     }
     return;
 #endif

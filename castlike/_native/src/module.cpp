@@ -32,6 +32,7 @@
 #include "float_to_int.hpp"
 #include "fpenv.hpp"
 #include "kernels.hpp"
+#include "narrow_float.hpp"
 #include "small_float.hpp"
 #include "threads.hpp"
 
@@ -175,8 +176,8 @@ struct Check<FloatToInt<F, Out>> {
 
 //: Float -> sub-byte integer: every value is clamped to +-hi and then converted to an integer
 //: of F's width, so hi must be in [0, 2**31) for FLOAT and [0, 2**63) for DOUBLE.
-template <class F, int Variant>
-struct Check<FloatToSubByte<F, Variant>> {
+template <class F, SubByteRounding R>
+struct Check<FloatToSubByte<F, R>> {
   static bool ok(const Params& p, const Given& given, Why& why) {
     using Work = std::conditional_t<sizeof(F) == 4, int32_t, int64_t>;
     if (!no_table_nor_class_bits(given, why)) return false;
@@ -274,6 +275,29 @@ template <template <int> class Family, int Count>
 constexpr Entry variants_entry(const char* name) {
   return variants_entry<Family>(name, std::make_integer_sequence<int, Count>());
 }
+//: The BFLOAT16 families, whose variant is a BFloat16Rounding.
+template <template <BFloat16Rounding> class Family>
+constexpr Entry bfloat16_entry(const char* name) {
+  using R = BFloat16Rounding;
+  static_assert(int(R::kOnce) == 0 && int(R::kNearestFloatFirst) == 1 && int(R::kTruncate) == 2,
+                "a variant's position is its value");
+  return entry<Family<R::kOnce>, Family<R::kNearestFloatFirst>, Family<R::kTruncate>>(name);
+}
+template <BFloat16Rounding R>
+using DoubleToBFloat16 = DoubleToHalf<BFloat16, R>;
+//: FloatToSubByte, whose variant is a SubByteRounding.
+template <class F>
+constexpr Entry sub_byte_entry(const char* name) {
+  using R = SubByteRounding;
+  static_assert(int(R::kHalfEven) == 0 && int(R::kTowardZero) == 1,
+                "a variant's position is its value");
+  return entry<FloatToSubByte<F, R::kHalfEven>, FloatToSubByte<F, R::kTowardZero>>(name);
+}
+template <class I>
+struct IntToBFloat16Of {
+  template <BFloat16Rounding R>
+  using Op = IntToBFloat16<I, R>;
+};
 template <int Flags>
 using SmallFloatOfFloat = SmallFloat<FloatBits, Flags>;
 template <int Flags>
@@ -286,8 +310,7 @@ using E8M0OfDouble = E8M0<DoubleBits, Variant>;
 #define CASTLIKE_INTEGER_SOURCE(I, k)                                                       \
   entry<FloatClass<Integer<I>, 0>, FloatClass<Integer<I>, 1>>("float_class:" k ":u8"),      \
       entry<IntToFloat16<I>>("float16:" k ":u16"),                                          \
-      entry<IntToBFloat16<I, 0>, IntToBFloat16<I, 1>, IntToBFloat16<I, 2>>("bfloat16:" k  \
-                                                                             ":u16"),       \
+      bfloat16_entry<IntToBFloat16Of<I>::template Op>("bfloat16:" k ":u16"),              \
       entry<Convert<I, float>>("convert:" k ":f32"),                                        \
       entry<Convert<I, double>>("convert:" k ":f64"),                                       \
       entry<IntToInt<I, uint8_t, 0>, IntToInt<I, uint8_t, 1>>("int_to_int:" k ":u8"),      \
@@ -311,7 +334,8 @@ const Entry kEntries[] = {
     entry<FromBool<Convert<uint8_t, float>>>("convert:b8:f32"),
     entry<FromBool<Convert<uint8_t, double>>>("convert:b8:f64"),
     entry<FromBool<IntToFloat16<uint8_t>>>("float16:b8:u16"),
-    entry<FromBool<IntToBFloat16<uint8_t, 1>>>("bfloat16:b8:u16"),
+    entry<FromBool<IntToBFloat16<uint8_t, BFloat16Rounding::kNearestFloatFirst>>>(
+        "bfloat16:b8:u16"),
     entry<Gather<uint8_t, uint8_t>>("gather:u8:u8"),
     entry<Gather<uint8_t, uint16_t>>("gather:u8:u16"),
     entry<Gather<uint8_t, uint32_t>>("gather:u8:u32"),
@@ -332,9 +356,8 @@ const Entry kEntries[] = {
     variants_entry<E8M0OfDouble, 6>("e8m0:f64:u8"),
     entry<Float32ToFloat16>("float16:f32:u16"),
     entry<DoubleToHalf<Float16>>("float16:f64:u16"),
-    entry<Float32ToBFloat16<0>, Float32ToBFloat16<0>, Float32ToBFloat16<2>>("bfloat16:f32:u16"),
-    entry<DoubleToHalf<BFloat16, 0>, DoubleToHalf<BFloat16, 1>, DoubleToHalf<BFloat16, 2>>(
-        "bfloat16:f64:u16"),
+    bfloat16_entry<Float32ToBFloat16>("bfloat16:f32:u16"),
+    bfloat16_entry<DoubleToBFloat16>("bfloat16:f64:u16"),
     entry<Widen<Float16, float>>("widen:f16:f32"),
     entry<Widen<Float16, double>>("widen:f16:f64"),
     entry<Widen<BFloat16, float>>("widen:bf16:f32"),
@@ -357,8 +380,8 @@ const Entry kEntries[] = {
     entry<FloatToInt<double, uint32_t>>("float_to_int:f64:u32"),
     entry<FloatToInt<double, int64_t>>("float_to_int:f64:i64"),
     entry<FloatToInt<double, uint64_t>>("float_to_int:f64:u64"),
-    entry<FloatToSubByte<float, 0>, FloatToSubByte<float, 1>>("float_to_sub_byte:f32:u8"),
-    entry<FloatToSubByte<double, 0>, FloatToSubByte<double, 1>>("float_to_sub_byte:f64:u8"),
+    sub_byte_entry<float>("float_to_sub_byte:f32:u8"),
+    sub_byte_entry<double>("float_to_sub_byte:f64:u8"),
     entry<NonZero<uint8_t>>("nonzero:u8:u8"),
     entry<NonZero<uint16_t>>("nonzero:u16:u8"),
     entry<NonZero<uint32_t>>("nonzero:u32:u8"),

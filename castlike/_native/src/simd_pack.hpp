@@ -47,6 +47,10 @@ inline __m512i max_epu32(__m512i a, __m512i b) { return _mm512_maskz_max_epu32(k
 inline __m512i min_epu32(__m512i a, __m512i b) { return _mm512_maskz_min_epu32(kAll16, a, b); }
 inline __m512i srlv_epi32(__m512i a, __m512i n) { return _mm512_maskz_srlv_epi32(kAll16, a, n); }
 template <unsigned int N>
+inline __m512i srli_epi32(__m512i a) {
+  return _mm512_maskz_srli_epi32(kAll16, a, N);
+}
+template <unsigned int N>
 inline __m512i srai_epi32(__m512i a) {
   return _mm512_maskz_srai_epi32(kAll16, a, N);
 }
@@ -241,9 +245,46 @@ inline void run_packed(const In* src, Out* dst, size_t n, const Lanes& lanes, co
 
 //: FLOAT bits of DOUBLEs, a block at a time: rounded to odd (one correct rounding later, to
 //: any precision of 22 bits or fewer) or to nearest (the profiles that round wide sources
-//: through FLOAT first).  Plain loops, which the compiler vectorises.
+//: through FLOAT first, a plain loop that the compiler vectorises).
+//:
+//: To odd, with AVX-512: the conversion truncates by its own rounding mode (toward zero, which
+//: also gives FLOAT's largest value for every finite DOUBLE beyond it), and the last bit is set
+//: where the value came back different (NaN included, which stays NaN).  With AVX2: to nearest,
+//: one step toward zero where that went away from zero, the last bit set where inexact (as
+//: float32_odd_bits), the DOUBLE lanes' masks narrowed to the FLOAT lanes by one permutation.
 inline void float32_odd_block(const uint64_t* src, uint32_t* dst, size_t m) {
-  for (size_t j = 0; j < m; ++j) dst[j] = float32_odd_bits(bit_cast<double>(src[j]));
+  size_t j = 0;
+#if defined(CASTLIKE_PACK_AVX512)
+  const __m256i one = _mm256_set1_epi32(1);
+  for (; j + 8 <= m; j += 8) {
+    const __m512d x = _mm512_loadu_pd(src + j);
+    const __m256 truncated =
+        _mm512_maskz_cvt_roundpd_ps(__mmask8(0xFF), x, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    const __m512d back = _mm512_maskz_cvtps_pd(__mmask8(0xFF), truncated);
+    const __mmask8 inexact = _mm512_cmp_pd_mask(back, x, _CMP_NEQ_UQ);
+    const __m256i bits = _mm256_castps_si256(truncated);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + j),
+                        _mm256_mask_or_epi32(bits, inexact, bits, one));
+  }
+#elif defined(CASTLIKE_PACK_AVX2)
+  const __m256d magnitude = _mm256_castsi256_pd(_mm256_set1_epi64x(0x7FFFFFFFFFFFFFFF));
+  const __m256i pairs = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+  for (; j + 4 <= m; j += 4) {
+    const __m256d x = _mm256_loadu_pd(reinterpret_cast<const double*>(src + j));
+    const __m128 nearest = _mm256_cvtpd_ps(x);
+    const __m256d back = _mm256_cvtps_pd(nearest);
+    const __m256d away = _mm256_cmp_pd(_mm256_and_pd(back, magnitude),
+                                       _mm256_and_pd(x, magnitude), _CMP_GT_OQ);
+    const __m256d inexact = _mm256_cmp_pd(back, x, _CMP_NEQ_UQ);
+    // Even 32-bit halves from `away`, odd ones from `inexact`; then each in a 128-bit half.
+    const __m256i masks = _mm256_permutevar8x32_epi32(
+        _mm256_blend_epi32(_mm256_castpd_si256(away), _mm256_castpd_si256(inexact), 0xAA), pairs);
+    __m128i bits = _mm_add_epi32(_mm_castps_si128(nearest), _mm256_castsi256_si128(masks));
+    bits = _mm_or_si128(bits, _mm_srli_epi32(_mm256_extracti128_si256(masks, 1), 31));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + j), bits);
+  }
+#endif
+  for (; j < m; ++j) dst[j] = float32_odd_bits(bit_cast<double>(src[j]));
 }
 inline void float32_nearest_block(const uint64_t* src, uint32_t* dst, size_t m) {
   for (size_t j = 0; j < m; ++j) {

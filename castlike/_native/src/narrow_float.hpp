@@ -1,0 +1,81 @@
+// FLOAT/DOUBLE -> BFLOAT16 and DOUBLE -> FLOAT16 with SIMD steps: the `block` of the families
+// Float32ToBFloat16 and DoubleToHalf (kernels.hpp), with their portable forms' results.
+//
+// BFLOAT16 is FLOAT's upper half: rounding to nearest even adds 0x7FFF plus the kept part's
+// last bit and keeps the upper half (an overflow carries into Inf); truncation keeps it as it
+// is; a NaN keeps its sign and top payload bits and becomes quiet.  Integer lanes, exact (no
+// VCVTNEPS2BF16: it flushes subnormals).  DOUBLE sources cross FLOAT first, a block at a time
+// in the first-level cache: rounded to odd (one correct rounding in all) or to nearest FLOAT
+// (the profiles that say so).  DOUBLE -> FLOAT16: rounded to odd into FLOAT, then F16C's
+// conversion with an explicit round-to-nearest-even immediate.
+#pragma once
+
+#include "kernels.hpp"
+#include "simd_pack.hpp"
+
+namespace castlike {
+
+#if defined(CASTLIKE_PACK_SIMD)
+template <BFloat16Rounding R>
+struct BFloat16Lanes {
+#if defined(CASTLIKE_PACK_AVX512)
+  __m512i magnitude = _mm512_set1_epi32(0x7FFFFFFF), inf = _mm512_set1_epi32(0x7F800000);
+  __m512i quiet = _mm512_set1_epi32(0x0040), one = _mm512_set1_epi32(1);
+  __m512i half = _mm512_set1_epi32(0x7FFF);
+  VecI codes(const uint32_t* p) const {
+    const __m512i b = _mm512_loadu_si512(p);
+    const __m512i upper = srli_epi32<16>(b);
+    const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(b, magnitude), inf);
+    __m512i out = upper;
+    if constexpr (R != BFloat16Rounding::kTruncate) {
+      const __m512i bias = _mm512_add_epi32(_mm512_and_si512(upper, one), half);
+      out = srli_epi32<16>(_mm512_add_epi32(b, bias));
+    }
+    return _mm512_mask_or_epi32(out, nan, upper, quiet);
+  }
+#else
+  __m256i magnitude = _mm256_set1_epi32(0x7FFFFFFF), inf = _mm256_set1_epi32(0x7F800000);
+  __m256i quiet = _mm256_set1_epi32(0x0040), one = _mm256_set1_epi32(1);
+  __m256i half = _mm256_set1_epi32(0x7FFF);
+  VecI codes(const uint32_t* p) const {
+    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    const __m256i upper = _mm256_srli_epi32(b, 16);
+    // Both sides below 2**31: the signed comparison is the unsigned one.
+    const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(b, magnitude), inf);
+    __m256i out = upper;
+    if constexpr (R != BFloat16Rounding::kTruncate) {
+      const __m256i bias = _mm256_add_epi32(_mm256_and_si256(upper, one), half);
+      out = _mm256_srli_epi32(_mm256_add_epi32(b, bias), 16);
+    }
+    return _mm256_blendv_epi8(out, _mm256_or_si256(upper, quiet), nan);
+  }
+#endif
+  VecI finish(VecI packed, const uint32_t*) const { return packed; }
+};
+#else
+template <BFloat16Rounding R>
+struct BFloat16Lanes {};
+#endif
+
+template <BFloat16Rounding R>
+void Float32ToBFloat16<R>::block(const uint32_t* src, uint16_t* dst, size_t n) const {
+  run_packed(src, dst, n, BFloat16Lanes<R>(), bfloat16_from_float_bits<R>);
+}
+
+template <class D, BFloat16Rounding R>
+void DoubleToHalf<D, R>::block(const uint64_t* src, uint16_t* dst, size_t n) const {
+  if constexpr (std::is_same_v<D, BFloat16>) {
+    const bool nearest = R != BFloat16Rounding::kOnce;
+    run_packed_from_double(src, dst, n, nearest, BFloat16Lanes<R>(), bfloat16_from_float_bits<R>);
+  } else {
+    constexpr size_t kBlock = 1024;
+    alignas(64) uint32_t odd[kBlock];
+    for (size_t i = 0; i < n; i += kBlock) {
+      const size_t m = std::min(kBlock, n - i);
+      float32_odd_block(src + i, odd, m);
+      float32_to_float16(odd, dst + i, 0, m);
+    }
+  }
+}
+
+}  // namespace castlike
