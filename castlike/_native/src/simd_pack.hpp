@@ -243,15 +243,41 @@ inline void run_packed(const In* src, Out* dst, size_t n, const Lanes& lanes, co
   end_stream(r.stream);
 }
 
+#if defined(CASTLIKE_PACK_AVX2)
+//: DOUBLE -> FLOAT bits, truncated by the conversion (the caller has set MXCSR to round toward
+//: zero around this call: a separate function, so that no conversion moves across that) with
+//: the last bit set where the value came back different; 8 at a time, returns how many done.
+__attribute__((noinline)) inline size_t float32_odd_steps_toward_zero(const uint64_t* src,
+                                                                      uint32_t* dst, size_t m) {
+  const __m256i pairs = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+  size_t j = 0;
+  for (; j + 8 <= m; j += 8) {
+    const __m256d x0 = _mm256_loadu_pd(reinterpret_cast<const double*>(src + j));
+    const __m256d x1 = _mm256_loadu_pd(reinterpret_cast<const double*>(src + j + 4));
+    const __m128 t0 = _mm256_cvtpd_ps(x0), t1 = _mm256_cvtpd_ps(x1);
+    const __m256i inexact0 = _mm256_castpd_si256(_mm256_cmp_pd(_mm256_cvtps_pd(t0), x0, _CMP_NEQ_UQ));
+    const __m256i inexact1 = _mm256_castpd_si256(_mm256_cmp_pd(_mm256_cvtps_pd(t1), x1, _CMP_NEQ_UQ));
+    // 0 or 1 per element: x0's in the even 32-bit halves, x1's in the odd ones, then in order.
+    const __m256i bits = _mm256_permutevar8x32_epi32(
+        _mm256_blend_epi32(_mm256_srli_epi64(inexact0, 63),
+                           _mm256_slli_epi64(_mm256_srli_epi64(inexact1, 63), 32), 0xAA),
+        pairs);
+    const __m256i truncated = _mm256_castps_si256(_mm256_set_m128(t1, t0));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + j), _mm256_or_si256(truncated, bits));
+  }
+  return j;
+}
+#endif
+
 //: FLOAT bits of DOUBLEs, a block at a time: rounded to odd (one correct rounding later, to
 //: any precision of 22 bits or fewer) or to nearest (the profiles that round wide sources
 //: through FLOAT first, a plain loop that the compiler vectorises).
 //:
-//: To odd, with AVX-512: the conversion truncates by its own rounding mode (toward zero, which
-//: also gives FLOAT's largest value for every finite DOUBLE beyond it), and the last bit is set
-//: where the value came back different (NaN included, which stays NaN).  With AVX2: to nearest,
-//: one step toward zero where that went away from zero, the last bit set where inexact (as
-//: float32_odd_bits), the DOUBLE lanes' masks narrowed to the FLOAT lanes by one permutation.
+//: To odd: the conversion truncates (rounding toward zero, which also gives FLOAT's largest
+//: value for every finite DOUBLE beyond it), and the last bit is set where the value came back
+//: different (NaN included, which stays NaN).  AVX-512 names the rounding in the instruction;
+//: AVX2 takes it from MXCSR, set to toward zero for the steps and restored before the portable
+//: tail, which needs round to nearest.
 inline void float32_odd_block(const uint64_t* src, uint32_t* dst, size_t m) {
   size_t j = 0;
 #if defined(CASTLIKE_PACK_AVX512)
@@ -267,22 +293,10 @@ inline void float32_odd_block(const uint64_t* src, uint32_t* dst, size_t m) {
                         _mm256_mask_or_epi32(bits, inexact, bits, one));
   }
 #elif defined(CASTLIKE_PACK_AVX2)
-  const __m256d magnitude = _mm256_castsi256_pd(_mm256_set1_epi64x(0x7FFFFFFFFFFFFFFF));
-  const __m256i pairs = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
-  for (; j + 4 <= m; j += 4) {
-    const __m256d x = _mm256_loadu_pd(reinterpret_cast<const double*>(src + j));
-    const __m128 nearest = _mm256_cvtpd_ps(x);
-    const __m256d back = _mm256_cvtps_pd(nearest);
-    const __m256d away = _mm256_cmp_pd(_mm256_and_pd(back, magnitude),
-                                       _mm256_and_pd(x, magnitude), _CMP_GT_OQ);
-    const __m256d inexact = _mm256_cmp_pd(back, x, _CMP_NEQ_UQ);
-    // Even 32-bit halves from `away`, odd ones from `inexact`; then each in a 128-bit half.
-    const __m256i masks = _mm256_permutevar8x32_epi32(
-        _mm256_blend_epi32(_mm256_castpd_si256(away), _mm256_castpd_si256(inexact), 0xAA), pairs);
-    __m128i bits = _mm_add_epi32(_mm_castps_si128(nearest), _mm256_castsi256_si128(masks));
-    bits = _mm_or_si128(bits, _mm_srli_epi32(_mm256_extracti128_si256(masks, 1), 31));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + j), bits);
-  }
+  const unsigned int csr = _mm_getcsr();
+  _mm_setcsr((csr & ~0x6000u) | 0x6000u);  // rounding control: toward zero
+  j = float32_odd_steps_toward_zero(src, dst, m);
+  _mm_setcsr(csr);
 #endif
   for (; j < m; ++j) dst[j] = float32_odd_bits(bit_cast<double>(src[j]));
 }
