@@ -16,8 +16,7 @@
 //   toward zero by the conversion, the clamp to +-hi, the conversion, the low bits, NaN ->
 //   nan_result.
 //
-// 64-bit targets, and DOUBLE -> sub-byte without AVX-512 (no 64-bit conversion), keep the
-// portable loops, which the compiler vectorises.
+// 64-bit targets keep the portable loops, which the compiler vectorises.
 #pragma once
 
 #include "kernels.hpp"
@@ -209,6 +208,8 @@ struct SubByteLanes {
 #if defined(CASTLIKE_PACK_AVX512)
   __m512i mask64;
   __m256i nan8;
+#else
+  __m256d modulus, inverse, nan_d;  // 2**bits, 2**-bits, NaN's result (DOUBLE lanes)
 #endif
 
   template <class Op>
@@ -221,7 +222,11 @@ struct SubByteLanes {
         return _mm512_set1_pd(value);
       }
 #else
-      return _mm256_set1_ps(value);
+      if constexpr (sizeof(F) == 4) {
+        return _mm256_set1_ps(value);
+      } else {
+        return _mm256_set1_pd(value);
+      }
 #endif
     };
     pre_lo = all(op.pre_lo);
@@ -236,6 +241,9 @@ struct SubByteLanes {
 #else
     mask = _mm256_set1_epi32(op.mask);
     nan = _mm256_set1_epi32(op.nan_result);
+    modulus = _mm256_set1_pd(double(op.mask) + 1.0);
+    inverse = _mm256_set1_pd(1.0 / (double(op.mask) + 1.0));
+    nan_d = _mm256_set1_pd(double(op.nan_result));
 #endif
   }
 
@@ -283,19 +291,40 @@ struct SubByteLanes {
     const __m256i w = _mm256_and_si256(_mm256_cvttps_epi32(v), mask);
     return _mm256_blendv_epi8(nan, w, _mm256_castps_si256(_mm256_cmp_ps(x, x, _CMP_ORD_Q)));
   }
+  //: DOUBLE without 64-bit conversions: the low bits as v - 2**bits * floor(v / 2**bits), exact
+  //: (powers of two scale exactly, and the difference is a small integer), where mask + 1 is
+  //: that power of two (the caller checks).
+  __m128i half(const uint64_t* p) const {
+    const __m256d x = _mm256_loadu_pd(reinterpret_cast<const double*>(p));
+    __m256d v = x;
+    if constexpr (kPreClamp) {
+      const __m256d magnitude =
+          _mm256_and_pd(x, _mm256_castsi256_pd(_mm256_set1_epi64x(0x7FFFFFFFFFFFFFFF)));
+      const __m256d inf = _mm256_cmp_pd(
+          magnitude, _mm256_set1_pd(std::numeric_limits<double>::infinity()), _CMP_EQ_OQ);
+      v = _mm256_blendv_pd(_mm256_min_pd(_mm256_max_pd(x, pre_lo), pre_hi), x, inf);
+    }
+    constexpr int kRound = R == SubByteRounding::kHalfEven ? _MM_FROUND_TO_NEAREST_INT
+                                                           : _MM_FROUND_TO_ZERO;
+    v = _mm256_round_pd(v, kRound | _MM_FROUND_NO_EXC);
+    v = _mm256_min_pd(_mm256_max_pd(v, minus_bound), bound);
+    const __m256d quotient =
+        _mm256_round_pd(_mm256_mul_pd(v, inverse), _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+    __m256d low = _mm256_sub_pd(v, _mm256_mul_pd(quotient, modulus));
+    low = _mm256_blendv_pd(nan_d, low, _mm256_cmp_pd(x, x, _CMP_ORD_Q));
+    return _mm256_cvttpd_epi32(low);
+  }
+  VecI codes(const uint64_t* p) const { return join(half(p), half(p + 4)); }
 #endif
   VecI finish(VecI packed, const In*) const { return packed; }
 };
 #endif
 
-//: Whether FloatToSubByte<F> has SIMD steps on this build (DOUBLE needs AVX-512's 64-bit
-//: conversions).
+//: Whether FloatToSubByte<F> has SIMD steps on this build.
 template <class F>
 constexpr bool kSubByteSimd =
-#if defined(CASTLIKE_PACK_AVX512)
+#if defined(CASTLIKE_PACK_SIMD)
     true;
-#elif defined(CASTLIKE_PACK_AVX2)
-    sizeof(F) == 4;
 #else
     false;
 #endif
@@ -338,6 +367,13 @@ void FloatToSubByte<F, R>::block(const F* src, uint8_t* dst, size_t n) const {
     const auto portable = [this](In x) { return (*this)(bit_cast<F>(x)); };
     const bool pre_clamp = pre_lo != -std::numeric_limits<F>::infinity() ||
                            pre_hi != std::numeric_limits<F>::infinity();
+#if defined(CASTLIKE_PACK_AVX2)
+    const bool power_of_two = ((unsigned(mask) + 1) & mask) == 0;
+    if (sizeof(F) == 8 && !power_of_two) {  // the AVX2 DOUBLE steps need mask + 1 = 2**bits
+      for (size_t i = 0; i < n; ++i) dst[i] = one(src[i]);
+      return;
+    }
+#endif
     if (pre_clamp) {
       run_packed(bits, dst, n, SubByteLanes<F, R, true>(*this), portable);
     } else {
