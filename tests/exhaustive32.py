@@ -1,23 +1,24 @@
 """All 2**32 FLOAT inputs: the native kernels against the pure-NumPy engine, bit for bit.
 
-For every target of 16 bits or fewer and every mode that changes it, each FLOAT bit pattern is
-cast by the native kernel and by the pure engine, and the bits must agree (NaN as "is NaN" for
-the IEEE targets, R3).  Modes whose kernels differ only in the contents of the spec's table
-(the float8/float4/float6/E8M0 modes: the same class index, another table) run the same code
-on the same table in both paths, so one of them stands for all: the index computation is what
-differs between the paths, and the tables themselves are held to the oracle by the exhaustive
-and curated tests.  Then 10**7 random bit patterns of DOUBLE, INT64 and UINT64 to every
-numeric target, against the pure engine (which the exhaustive and curated tests hold to the
-oracle).  Run by ``nox -s exhaustive32``; exits 1 on the first mismatch, naming the input.
+For every target of 16 bits or fewer, INT32 and UINT32, and every mode that changes it, each
+FLOAT bit pattern is cast by the native kernel and by the pure engine, and the bits must agree
+(NaN as "is NaN" for the IEEE targets, R3).  One mode stands for all the modes whose kernels
+run the same code with the same constants and differ at most in the contents of a spec table
+(the class-table modes: the index computation is what differs between the paths, and the
+tables themselves are held to the oracle by the exhaustive and curated tests); every distinct
+set of constants of the arithmetic kernels (float8, float6, float4, FLOAT8E8M0, integers) is
+checked.  Then 10**7 random bit patterns of DOUBLE, INT64 and UINT64 to every numeric target,
+against the pure engine (which the exhaustive and curated tests hold to the oracle).  Run by
+``nox -s exhaustive32``; exits 1 on the first mismatch, naming the input.
 
 Every CPU level this machine runs is checked in the same pass (the pure engine's result of a
 block is computed once and compared with each level's kernel); ``--level`` picks one.
 
 Usage: ``python tests/exhaustive32.py [--level all|baseline|avx2|avx512] [--stride 1]
-[--workers 2] [--target FLOAT8E4M3FN ...] [--skip-random]`` (``--stride k`` checks every k-th
-block of 2**22 inputs, for a quick run; ``--target`` checks those targets only; ``--skip-random``
-leaves out the 64-bit sources).  Casts that no kernel takes (the pure engine casts them, see
-docs/performance.rst) are counted and skipped.
+[--workers 2] [--target FLOAT8E4M3FN ...] [--skip-random] [--skip-float]``: ``--stride k``
+checks every k-th block of 2**22 inputs, for a quick run; ``--target`` checks those targets
+only; ``--skip-random`` leaves out the 64-bit sources and ``--skip-float`` the FLOAT ones.
+Casts that no kernel takes (the pure engine casts them, see docs/performance.rst) are skipped.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import os
 import sys
 import time
 from dataclasses import replace
+from itertools import chain
 from types import SimpleNamespace
 
 import numpy as np
@@ -49,7 +51,8 @@ WIDE_RANDOM = ("DOUBLE", "INT64", "UINT64")
 N_RANDOM = 10**7
 
 
-TARGETS = [t for t in numeric_types() if t.bits <= 16]
+#: Every target of 16 bits or fewer, and INT32/UINT32 (whose kernels have SIMD steps too).
+TARGETS = [t for t in numeric_types() if t.bits <= 16 or t.name in ("INT32", "UINT32")]
 
 
 def _modes(source: TypeSpec, target: TypeSpec) -> list[Mode]:
@@ -133,6 +136,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--workers", type=int, default=len(os.sched_getaffinity(0)))
     parser.add_argument("--target", nargs="+", default=[], choices=[t.name for t in TARGETS])
     parser.add_argument("--skip-random", action="store_true")
+    parser.add_argument("--skip-float", action="store_true")
     args = parser.parse_args(argv)
     if not available:
         print("castlike's native extension is not built: nothing to check", file=sys.stderr)
@@ -150,6 +154,8 @@ def main(argv: list[str]) -> int:
     ]
     if args.skip_random:
         random_jobs = []
+    if args.skip_float:
+        float_jobs, n_float = [], 0
     blocks = (1 << 32) // (BLOCK * args.stride)
     print(
         f"levels {', '.join(levels)}: {n_float} FLOAT casts x {blocks * BLOCK:,} inputs, "
@@ -162,7 +168,7 @@ def main(argv: list[str]) -> int:
         results = pool.imap_unordered(_float_job, float_jobs)
         results2 = pool.imap_unordered(_random_job, random_jobs)
         total = len(float_jobs) + len(random_jobs)
-        for done, (name, problem, seconds) in enumerate([*results, *results2], 1):
+        for done, (name, problem, seconds) in enumerate(chain(results, results2), 1):
             if problem:
                 failed += 1
                 print(f"[{done}/{total}] {name}: MISMATCH\n{problem}", flush=True)

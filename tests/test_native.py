@@ -45,6 +45,11 @@ pytestmark = pytest.mark.skipif(
 )
 
 TYPES = numeric_types()
+#: The floats of 8 bits or fewer, and the targets whose kernels have SIMD steps (from FLOAT and
+#: DOUBLE).
+_SMALL_FLOATS = [t.name for t in TYPES if t.is_float and t.storage_bits == 8]
+_SIMD_TARGETS = [*_SMALL_FLOATS, "INT8", "UINT8", "INT16", "UINT16", "INT32", "UINT32"]
+_SIMD_TARGETS += ["INT4", "UINT4", "INT2", "UINT2", "BFLOAT16", "FLOAT16"]
 
 
 def _modes(source: TypeSpec, target: TypeSpec) -> list[Mode]:
@@ -204,9 +209,31 @@ def test_hostile_floating_point_environment(rounding: int) -> None:
         assert got[key] == bits, key
 
 
-# -- the small floats by arithmetic ------------------------------------------------------------
+@pytest.mark.parametrize("rounding", [0, 1, 2, 3])
+def test_hostile_environment_at_every_level(rounding: int, level_module: ModuleType) -> None:
+    """The SIMD kernels of every level (the rounding they borrow from the hardware included:
+    AVX2 sets MXCSR to round toward zero around one step and back) give the same bits under
+    FTZ/DAZ and every rounding mode as without."""
+    cases = [(s, t) for s in ("FLOAT", "DOUBLE") for t in _SIMD_TARGETS] + [("DOUBLE", "FLOAT")]
+    calls = []
+    for s, t in cases:
+        source, target = spec_of(s), spec_of(t)
+        x = np.ascontiguousarray(_inputs(source))
+        kernel = routes.kernel_for(level_module, source, target, Mode())
+        calls.append((kernel, x, target, _native_cast(kernel, x, target).tobytes()))
+    try:
+        saved = level_module._set_fp_environment(True, rounding)
+    except NotImplementedError:
+        pytest.skip("no floating-point control word on this architecture")
+    try:
+        got = [_native_cast(kernel, x, target).tobytes() for kernel, x, target, _ in calls]
+    finally:
+        level_module._restore_fp_environment(saved)
+    for (*_, bits), hostile, case in zip(calls, got, cases, strict=True):
+        assert hostile == bits, case
 
-_SMALL_FLOATS = [t.name for t in TYPES if t.is_float and t.storage_bits == 8]
+
+# -- the small floats by arithmetic ------------------------------------------------------------
 
 
 @pytest.mark.parametrize("source_name", ["FLOAT", "DOUBLE"])
@@ -230,11 +257,6 @@ def test_small_floats_take_the_arithmetic_kernels(source_name: str) -> None:
 
 
 _TYPE_KEYS = {"FLOAT": "f32", "DOUBLE": "f64"}
-
-
-#: The kernels with SIMD steps: FLOAT and DOUBLE to these targets.
-_SIMD_TARGETS = [*_SMALL_FLOATS, "INT8", "UINT8", "INT16", "UINT16", "INT32", "UINT32"]
-_SIMD_TARGETS += ["INT4", "UINT4", "INT2", "UINT2", "BFLOAT16", "FLOAT16"]
 
 
 @lru_cache(maxsize=2)

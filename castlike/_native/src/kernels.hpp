@@ -408,6 +408,17 @@ struct Convert {
   Out operator()(In x) const { return static_cast<Out>(x); }
 };
 
+//: DOUBLE -> FLOAT, the hardware's conversion; `block` (narrow_float.hpp) streams the stores of
+//: large outputs.
+template <>
+struct Convert<double, float> {
+  using InT = double;
+  using OutT = float;
+  explicit Convert(const Params&) {}
+  float operator()(double x) const { return static_cast<float>(x); }
+  void block(const double* src, float* dst, size_t n) const;
+};
+
 //: A BOOL source for an `Op` that reads its uint8 as a number: the byte as 0 or 1 first (R8:
 //: any nonzero byte is True, as NumPy, PyTorch and JAX read a bool; foreign memory may hold 2
 //: or 255).  As min(byte, 1): one unsigned minimum in the same loop, which vectorises.

@@ -1,5 +1,6 @@
-// FLOAT/DOUBLE -> BFLOAT16 and DOUBLE -> FLOAT16 with SIMD steps: the `block` of the families
-// Float32ToBFloat16 and DoubleToHalf (kernels.hpp), with their portable forms' results.
+// FLOAT/DOUBLE -> BFLOAT16, DOUBLE -> FLOAT16 and DOUBLE -> FLOAT with SIMD steps: the `block`
+// of the families Float32ToBFloat16, DoubleToHalf and Convert<double, float> (kernels.hpp), with
+// their portable forms' results.
 //
 // BFLOAT16 is FLOAT's upper half: rounding to nearest even adds 0x7FFF plus the kept part's
 // last bit and keeps the upper half (an overflow carries into Inf); truncation keeps it as it
@@ -56,6 +57,38 @@ struct BFloat16Lanes {
 template <BFloat16Rounding R>
 struct BFloat16Lanes {};
 #endif
+
+#if defined(CASTLIKE_PACK_SIMD)
+//: DOUBLE -> FLOAT by the conversion (round to nearest even under FpEnvGuard), as FLOAT bits.
+struct DoubleToFloatLanes {
+#if defined(CASTLIKE_PACK_AVX512)
+  static __m256 half(const uint64_t* p) {
+    return _mm512_maskz_cvtpd_ps(__mmask8(0xFF), _mm512_loadu_pd(p));
+  }
+  VecI codes(const uint64_t* p) const {
+    return _mm512_castps_si512(_mm512_insertf32x8(_mm512_castps256_ps512(half(p)), half(p + 8), 1));
+  }
+#else
+  static __m128 half(const uint64_t* p) {
+    return _mm256_cvtpd_ps(_mm256_loadu_pd(reinterpret_cast<const double*>(p)));
+  }
+  VecI codes(const uint64_t* p) const {
+    return _mm256_castps_si256(_mm256_set_m128(half(p + 4), half(p)));
+  }
+#endif
+  VecI finish(VecI packed, const uint64_t*) const { return packed; }
+};
+#else
+struct DoubleToFloatLanes {};
+#endif
+
+inline void Convert<double, float>::block(const double* src, float* dst, size_t n) const {
+  const auto one = [](uint64_t bits) {
+    return bit_cast<uint32_t>(static_cast<float>(bit_cast<double>(bits)));
+  };
+  run_packed(reinterpret_cast<const uint64_t*>(src), reinterpret_cast<uint32_t*>(dst), n,
+             DoubleToFloatLanes(), one);
+}
 
 template <BFloat16Rounding R>
 void Float32ToBFloat16<R>::block(const uint32_t* src, uint16_t* dst, size_t n) const {
