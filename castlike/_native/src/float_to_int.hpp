@@ -43,12 +43,6 @@ inline __m512d round_even_pd(__m512d v) {
   return _mm512_maskz_roundscale_pd(__mmask8(0xFF), v,
                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
 }
-//: Two halves of 8 results -> one vector of 16.
-inline __m512i join(__m256i low, __m256i high) {
-  return _mm512_maskz_inserti64x4(__mmask8(0xFF), _mm512_castsi256_si512(low), high, 1);
-}
-#elif defined(CASTLIKE_PACK_AVX2)
-inline __m256i join(__m128i low, __m128i high) { return _mm256_set_m128i(high, low); }
 #endif
 
 //: The vector of F's lanes (a specialisation: vector types lose their attributes as template

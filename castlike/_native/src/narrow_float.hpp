@@ -23,8 +23,8 @@ struct BFloat16Lanes {
   __m512i magnitude = _mm512_set1_epi32(0x7FFFFFFF), inf = _mm512_set1_epi32(0x7F800000);
   __m512i quiet = _mm512_set1_epi32(0x0040), one = _mm512_set1_epi32(1);
   __m512i half = _mm512_set1_epi32(0x7FFF);
-  VecI codes(const uint32_t* p) const {
-    const __m512i b = _mm512_loadu_si512(p);
+  VecI codes(const uint32_t* p) const { return from_bits(_mm512_loadu_si512(p)); }
+  VecI from_bits(__m512i b) const {
     const __m512i upper = srli_epi32<16>(b);
     const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(b, magnitude), inf);
     __m512i out = upper;
@@ -39,7 +39,9 @@ struct BFloat16Lanes {
   __m256i quiet = _mm256_set1_epi32(0x0040), one = _mm256_set1_epi32(1);
   __m256i half = _mm256_set1_epi32(0x7FFF);
   VecI codes(const uint32_t* p) const {
-    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    return from_bits(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+  VecI from_bits(__m256i b) const {
     const __m256i upper = _mm256_srli_epi32(b, 16);
     // Both sides below 2**31: the signed comparison is the unsigned one.
     const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(b, magnitude), inf);
@@ -56,6 +58,23 @@ struct BFloat16Lanes {
 #else
 template <BFloat16Rounding R>
 struct BFloat16Lanes {};
+#endif
+
+#if defined(CASTLIKE_PACK_AVX512)
+//: DOUBLE -> BFLOAT16 in one pass: 16 DOUBLEs to FLOAT bits in registers (rounded to odd, or to
+//: nearest), then BFloat16Lanes' arithmetic.  (Measured at 10**7: a pass through a block of
+//: FLOAT bits in the first-level cache took 25% longer here.)
+template <BFloat16Rounding R>
+struct DoubleBFloat16Lanes {
+  BFloat16Lanes<R> bfloat16;
+  static __m256i float_bits8(const uint64_t* p) {
+    return R == BFloat16Rounding::kOnce ? float32_odd8(p) : float32_nearest8(p);
+  }
+  VecI codes(const uint64_t* p) const {
+    return bfloat16.from_bits(join(float_bits8(p), float_bits8(p + 8)));
+  }
+  VecI finish(VecI packed, const uint64_t*) const { return packed; }
+};
 #endif
 
 #if defined(CASTLIKE_PACK_SIMD)
@@ -98,8 +117,12 @@ void Float32ToBFloat16<R>::block(const uint32_t* src, uint16_t* dst, size_t n) c
 template <class D, BFloat16Rounding R>
 void DoubleToHalf<D, R>::block(const uint64_t* src, uint16_t* dst, size_t n) const {
   if constexpr (std::is_same_v<D, BFloat16>) {
+#if defined(CASTLIKE_PACK_AVX512)
+    run_packed(src, dst, n, DoubleBFloat16Lanes<R>(), [this](uint64_t bits) { return (*this)(bits); });
+#else
     const bool nearest = R != BFloat16Rounding::kOnce;
     run_packed_from_double(src, dst, n, nearest, BFloat16Lanes<R>(), bfloat16_from_float_bits<R>);
+#endif
   } else {
     constexpr size_t kBlock = 1024;
     alignas(64) uint32_t odd[kBlock];

@@ -29,11 +29,13 @@
 namespace castlike {
 
 //: Output bytes of one call (one thread's chunk) from which the stores are streaming
-//: (non-temporal): an output beyond a core's second-level cache is written back to memory
-//: anyway, and writing it around the caches saves reading every line in first.  Measured on
-//: the development machine (1 MiB of L2 a core), one thread: 10**7 FLOAT -> FLOAT8E4M3FN 1.30 ->
-//: 1.14 ms, and at 10**6 FLOAT -> INT32 / BFLOAT16 / DOUBLE -> FLOAT 15-20% less; no change
-//: below.
+//: (non-temporal), for outputs of 1 or 2 bytes an element: an output beyond a core's
+//: second-level cache is written back to memory anyway, and writing it around the caches saves
+//: reading every line in first.  Measured on the development machine (1 MiB of L2 a core), one
+//: thread, a new output array each call: 10**7 FLOAT -> FLOAT8E4M3FN 1.54 -> 1.35 ms, FLOAT ->
+//: BFLOAT16 2.45 -> 2.20 ms, DOUBLE -> BFLOAT16 3.08 -> 2.66 ms; 4-byte outputs (FLOAT -> INT32,
+//: DOUBLE -> FLOAT) gained nothing at 10**7 and lost up to 30% at 10**6 where the output's
+//: memory was fresh from the system, so they store as usual.
 constexpr size_t kStreamBytes = size_t{1} << 20;
 
 #if defined(CASTLIKE_PACK_AVX512)
@@ -64,6 +66,11 @@ inline __m512i permutexvar_epi64(__m512i index, __m512i a) {
   return _mm512_maskz_permutexvar_epi64(__mmask8(0xFF), index, a);
 }
 
+//: Two halves of 8 results -> one vector of 16.
+inline __m512i join(__m256i low, __m256i high) {
+  return _mm512_maskz_inserti64x4(__mmask8(0xFF), _mm512_castsi256_si512(low), high, 1);
+}
+
 inline void store(void* p, VecI v, bool stream) {
   if (stream) {
     _mm512_stream_si512(static_cast<__m512i*>(p), v);
@@ -74,6 +81,9 @@ inline void store(void* p, VecI v, bool stream) {
 #elif defined(CASTLIKE_PACK_AVX2)
 using VecI = __m256i;
 constexpr size_t kVecBytes = 32;
+
+//: Two halves of 4 results -> one vector of 8.
+inline __m256i join(__m128i low, __m128i high) { return _mm256_set_m128i(high, low); }
 
 inline void store(void* p, VecI v, bool stream) {
   if (stream) {
@@ -207,7 +217,7 @@ template <class Out>
 inline PackRange pack_range(const Out* dst, size_t n) {
   PackRange r;
 #if defined(CASTLIKE_PACK_SIMD)
-  r.stream = n * sizeof(Out) >= kStreamBytes;
+  r.stream = sizeof(Out) < 4 && n * sizeof(Out) >= kStreamBytes;
   if (r.stream) {
     // dst is aligned to its element (the module checks it): whole elements reach the boundary.
     const size_t misaligned = reinterpret_cast<uintptr_t>(dst) % kVecBytes;
@@ -245,6 +255,23 @@ inline void run_packed(const In* src, Out* dst, size_t n, const Lanes& lanes, co
   for (size_t i = r.head + r.steps; i < n; ++i) dst[i] = one(src[i]);
   end_stream(r.stream);
 }
+
+#if defined(CASTLIKE_PACK_AVX512)
+//: 8 DOUBLEs -> their FLOAT bits rounded to odd (see float32_odd_block), in a register.
+inline __m256i float32_odd8(const uint64_t* p) {
+  const __m512d x = _mm512_loadu_pd(p);
+  const __m256 truncated =
+      _mm512_maskz_cvt_roundpd_ps(__mmask8(0xFF), x, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+  const __m512d back = _mm512_maskz_cvtps_pd(__mmask8(0xFF), truncated);
+  const __mmask8 inexact = _mm512_cmp_pd_mask(back, x, _CMP_NEQ_UQ);
+  const __m256i bits = _mm256_castps_si256(truncated);
+  return _mm256_mask_or_epi32(bits, inexact, bits, _mm256_set1_epi32(1));
+}
+//: 8 DOUBLEs -> their nearest FLOATs' bits.
+inline __m256i float32_nearest8(const uint64_t* p) {
+  return _mm256_castps_si256(_mm512_maskz_cvtpd_ps(__mmask8(0xFF), _mm512_loadu_pd(p)));
+}
+#endif
 
 #if defined(CASTLIKE_PACK_AVX2)
 //: DOUBLE -> FLOAT bits, truncated by the conversion (the caller has set MXCSR to round toward
@@ -284,16 +311,8 @@ __attribute__((noinline)) inline size_t float32_odd_steps_toward_zero(const uint
 inline void float32_odd_block(const uint64_t* src, uint32_t* dst, size_t m) {
   size_t j = 0;
 #if defined(CASTLIKE_PACK_AVX512)
-  const __m256i one = _mm256_set1_epi32(1);
   for (; j + 8 <= m; j += 8) {
-    const __m512d x = _mm512_loadu_pd(src + j);
-    const __m256 truncated =
-        _mm512_maskz_cvt_roundpd_ps(__mmask8(0xFF), x, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-    const __m512d back = _mm512_maskz_cvtps_pd(__mmask8(0xFF), truncated);
-    const __mmask8 inexact = _mm512_cmp_pd_mask(back, x, _CMP_NEQ_UQ);
-    const __m256i bits = _mm256_castps_si256(truncated);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + j),
-                        _mm256_mask_or_epi32(bits, inexact, bits, one));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + j), float32_odd8(src + j));
   }
 #elif defined(CASTLIKE_PACK_AVX2)
   const unsigned int csr = _mm_getcsr();
