@@ -33,6 +33,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import argparse
 import json
 import platform
+import random
 import statistics
 import time
 from collections.abc import Callable
@@ -206,18 +207,19 @@ def jax_fn(x: np.ndarray, target: str) -> Callable[[], Any] | None:
 def median_interleaved(fns: dict[str, Callable[[], Any]], rounds: int) -> dict[str, float]:
     """Median seconds per contender over ``rounds`` rounds of one call each, after a warm-up.
 
-    Each round starts one contender later than the one before: the first call of a round
-    follows the previous round's last, whose freed memory and evicted caches it meets (at
-    10**6 elements that alone made a first contender up to 1.8x slower than the same call
-    made later in the round), and every contender takes that place equally often.
+    Each round calls the contenders in a new order (seeded): a call meets the memory its
+    predecessor freed and the caches it evicted, and in a fixed order one contender always
+    followed the copy of 5 MB (at 10**6 elements that made it up to 1.8x slower than the same
+    call after another contender).
     """
     for fn in fns.values():
         fn()
     times: dict[str, list[float]] = {name: [] for name in fns}
     order = list(fns.items())
-    for i in range(rounds):
-        k = i % len(order)
-        for name, fn in order[k:] + order[:k]:
+    shuffle = random.Random(len(order) * 1000 + rounds).shuffle
+    for _ in range(rounds):
+        shuffle(order)
+        for name, fn in order:
             start = time.perf_counter()
             fn()
             times[name].append(time.perf_counter() - start)
