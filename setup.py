@@ -22,7 +22,16 @@ import platform
 from setuptools import Extension, setup
 
 SRC = "castlike/_native/src"
-DEPENDS = [f"{SRC}/kernels.hpp", f"{SRC}/fpenv.hpp", f"{SRC}/threads.hpp"]
+HEADERS = (
+    "kernels",
+    "simd_pack",
+    "small_float",
+    "float_to_int",
+    "narrow_float",
+    "fpenv",
+    "threads",
+)
+DEPENDS = [f"{SRC}/{name}.hpp" for name in HEADERS]
 FLAGS = [
     "-std=c++17",
     "-O3",

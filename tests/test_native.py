@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 import subprocess
 import sys
 from dataclasses import replace
+from functools import lru_cache
 from types import ModuleType, SimpleNamespace
 
 import numpy as np
@@ -45,6 +47,11 @@ pytestmark = pytest.mark.skipif(
 )
 
 TYPES = numeric_types()
+#: The floats of 8 bits or fewer, and the targets whose kernels have SIMD steps (from FLOAT and
+#: DOUBLE).
+_SMALL_FLOATS = [t.name for t in TYPES if t.is_float and t.storage_bits == 8]
+_SIMD_TARGETS = [*_SMALL_FLOATS, "INT8", "UINT8", "INT16", "UINT16", "INT32", "UINT32"]
+_SIMD_TARGETS += ["INT4", "UINT4", "INT2", "UINT2", "BFLOAT16", "FLOAT16"]
 
 
 def _modes(source: TypeSpec, target: TypeSpec) -> list[Mode]:
@@ -124,6 +131,8 @@ _WIDE_OR_16 = {OnnxType.FLOAT, OnnxType.DOUBLE, OnnxType.FLOAT16, OnnxType.BFLOA
 
 _THREAD_CASES = [
     ("FLOAT", "FLOAT8E4M3FN"),
+    ("FLOAT", "FLOAT8E8M0"),
+    ("DOUBLE", "FLOAT8E5M2FNUZ"),
     ("FLOAT", "FLOAT16"),
     ("DOUBLE", "BFLOAT16"),
     ("FLOAT", "INT4"),
@@ -164,8 +173,8 @@ def test_hostile_floating_point_environment(rounding: int) -> None:
     """FTZ/DAZ and every rounding mode set by the caller change no bit."""
     module = _native.module()
     assert module is not None
-    cases = [("FLOAT", t) for t in ("FLOAT16", "BFLOAT16", "FLOAT8E4M3FN", "INT4", "INT32")]
-    cases += [("DOUBLE", t) for t in ("FLOAT", "FLOAT16", "BFLOAT16", "FLOAT8E5M2")]
+    cases = [("FLOAT", t) for t in ("FLOAT16", "BFLOAT16", "INT4", "INT32", *_SMALL_FLOATS)]
+    cases += [("DOUBLE", t) for t in ("FLOAT", "FLOAT16", "BFLOAT16", *_SMALL_FLOATS)]
     cases += [("INT64", t) for t in ("FLOAT", "DOUBLE", "BFLOAT16", "FLOAT8E8M0")]
     cases += [("UINT64", "FLOAT"), ("INT32", "FLOAT16")]
     expected = {}
@@ -182,6 +191,124 @@ def test_hostile_floating_point_environment(rounding: int) -> None:
         module._restore_fp_environment(saved)
     for key, (_, bits) in expected.items():
         assert got[key] == bits, key
+
+
+@pytest.mark.parametrize("rounding", [0, 1, 2, 3])
+def test_hostile_environment_at_every_level(rounding: int, level_module: ModuleType) -> None:
+    """The SIMD kernels of every level (the rounding they borrow from the hardware included:
+    AVX2 sets MXCSR to round toward zero around one step and back) give the same bits under
+    FTZ/DAZ and every rounding mode as without."""
+    cases = [(s, t) for s in ("FLOAT", "DOUBLE") for t in _SIMD_TARGETS] + [("DOUBLE", "FLOAT")]
+    calls = []
+    for s, t in cases:
+        source, target = spec_of(s), spec_of(t)
+        x = np.ascontiguousarray(_inputs(source))
+        kernel = routes.kernel_for(level_module, source, target, Mode())
+        calls.append((kernel, x, target, _native_cast(kernel, x, target).tobytes()))
+    try:
+        saved = level_module._set_fp_environment(True, rounding)
+    except NotImplementedError:
+        pytest.skip("no floating-point control word on this architecture")
+    try:
+        got = [_native_cast(kernel, x, target).tobytes() for kernel, x, target, _ in calls]
+    finally:
+        level_module._restore_fp_environment(saved)
+    for (*_, bits), hostile, case in zip(calls, got, cases, strict=True):
+        assert hostile == bits, case
+
+
+# -- the small floats by arithmetic ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("source_name", ["FLOAT", "DOUBLE"])
+def test_small_floats_take_the_arithmetic_kernels(source_name: str) -> None:
+    """FLOAT and DOUBLE to every float of 8 bits or fewer, in every mode, run the arithmetic
+    kernels (so that the equality tests above hold them), except FLOAT8E8M0 where the profile
+    follows onnx's helper (and its DOUBLE sources rounded to nearest FLOAT first, which the
+    pure engine casts)."""
+    source = spec_of(source_name)
+    others = []
+    for name in _SMALL_FLOATS:
+        target = spec_of(name)
+        for mode in _modes(source, target):
+            found = routes.route(source, target, mode.effective_for(target))
+            kernel = None if found is None else found[0]
+            expected = "e8m0" if name == "FLOAT8E8M0" else "small_float"
+            helper = name == "FLOAT8E8M0" and mode.profile.rules.e8m0_by_onnx_helper
+            if kernel != f"{expected}:{_TYPE_KEYS[source_name]}:u8" and not helper:
+                others.append(f"{name} {mode_id(mode)}: {kernel}")
+    assert others == []
+
+
+_TYPE_KEYS = {"FLOAT": "f32", "DOUBLE": "f64"}
+
+
+@lru_cache(maxsize=2)
+def _pool(source_name: str) -> np.ndarray:
+    pool = np.ascontiguousarray(random_inputs(spec_of(source_name), (8 << 20) + 300, seed=5))
+    pool.flags.writeable = False
+    return pool
+
+
+@pytest.mark.parametrize("source_name", ["FLOAT", "DOUBLE"])
+@pytest.mark.parametrize("target_name", _SIMD_TARGETS)
+def test_simd_tails_and_alignments(
+    source_name: str, target_name: str, level_module: ModuleType
+) -> None:
+    """Every tail length of the SIMD steps (up to 64 elements a step) and misaligned starts of
+    both buffers; then beyond 8 MiB of output, where the stores stream after a head that aligns
+    the output, at an output misaligned by one element."""
+    source, target = spec_of(source_name), spec_of(target_name)
+    mode = Mode(saturate=False) if target_name == "FLOAT8E5M2" else Mode()
+    kernel = routes.kernel_for(level_module, source, target, mode)
+    pool = _pool(source_name)
+    out_dtype = np.dtype(NUMPY_DTYPES[OnnxType(target.code)])
+    big = (8 << 20) // out_dtype.itemsize + 77
+    x_raw = np.zeros(pool.size + 64, dtype=pool.dtype)
+    out_raw = np.zeros(big + 64, dtype=out_dtype)
+    for n, k in [(n, k) for n in range(0, 150) for k in (0, 1, 3)] + [(big, 1)]:
+        x = x_raw[k : k + n]
+        x[...] = pool[k : k + n]
+        out = out_raw[k : k + n]
+        out.view(np.uint8)[...] = 0xA5  # no result of an earlier round can pass for this one's
+        kernel(x, out, 1)
+        expected = NUMPY.bits(_pure(x, source, target, mode), target).astype(np.uint64)
+        mismatch = compare_bits(out, expected, source, target, x)
+        assert mismatch is None, f"n={n}, offset {k}: {mismatch.describe(source, target)}"
+
+
+# (keyword changed, message): each a small_float kernel's argument that would make its
+# arithmetic undefined or its results not bytes.
+_BAD_SMALL_FLOAT = [
+    ({"mantissa_bits": 0}, "mantissa_bits must be 1 to 10, got 0"),
+    ({"mantissa_bits": 23}, "mantissa_bits must be 1 to 10, got 23"),
+    ({"hi": 448.1}, "hi (the clamp) must be a positive finite FLOAT value, got 448.1"),
+    ({"hi": float("inf")}, "hi (the clamp) must be a positive finite FLOAT value"),
+    ({"hi": -448.0}, "hi (the clamp) must be a positive finite FLOAT value"),
+    ({"min_exponent": -127}, "min_exponent must be -126 to 127, got -127"),
+    ({"min_exponent": 120}, "round at 2**140, beyond FLOAT's range"),
+    ({"hi": 2.0**120}, "round at 2**140, beyond FLOAT's range"),
+    ({"cap_code": 0x7D}, "cap_code must be from the clamp's code 126 to 255, got 125"),
+    ({"cap_code": 256}, "cap_code must be from the clamp's code 126 to 255, got 256"),
+    ({"sign_mask": -1}, "sign_mask must be 0 to 255, got -1"),
+    ({"zero_results": (0, 256)}, "zero_results[1] must be 0 to 255, got 256"),
+    ({"cap_results": (-3, 0)}, "cap_results[0] must be 0 to 255, got -3"),
+]
+
+
+@pytest.mark.parametrize(("change", "message"), _BAD_SMALL_FLOAT, ids=lambda v: str(v)[:40])
+def test_small_float_kernel_refuses_bad_constants(change: dict[str, object], message: str) -> None:
+    module = _native.module()
+    assert module is not None
+    found = routes.route(spec_of("FLOAT"), spec_of("FLOAT8E4M3FN"), Mode())
+    assert found is not None
+    name, params = found
+    module.Kernel(name, **params)  # the routed constants are accepted
+    with pytest.raises(ValueError, match=re.escape(message)) as refused:
+        module.Kernel(name, **{**params, **change})
+    assert str(refused.value).startswith(f"{name}: ")
+    with pytest.raises(ValueError, match="mantissa_bits must be 1 to 10, got 0"):
+        module.Kernel(name)  # nothing given
 
 
 # -- one source of truth ---------------------------------------------------------------------------

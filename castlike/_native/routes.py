@@ -10,21 +10,25 @@ docs/performance.rst); the pure engine carries those out.
 
 from __future__ import annotations
 
+import enum
+import struct
+from fractions import Fraction
 from functools import lru_cache
 from types import ModuleType
 from typing import Any
 
-from ..spec.route import Capabilities, Family, FloatBits, Route, route_for
-from ..spec.rules import Mode
+from ..spec.route import Capabilities, Family, FloatBits, Route, rounds_to_odd, route_for
+from ..spec.rules import Mode, RoundMode
 from ..spec.tables import (
     DOUBLE_CLASS_BITS,
     FLOAT32_CLASS_BITS,
     byte_table,
     double_class_table,
+    float32_class_index,
     float32_class_table,
     pattern_table,
 )
-from ..spec.types import Kind, OnnxType, TypeSpec
+from ..spec.types import FloatFormat, Kind, OnnxType, Special, TypeSpec, spec_of
 
 __all__ = ["KERNELS", "clear_caches", "covers", "kernel_for", "route"]
 
@@ -130,7 +134,9 @@ def _sub_byte(r: Route, key: str) -> tuple[str, dict[str, Any]]:
     params: dict[str, Any] = {
         "mask": (1 << r.target.bits) - 1,
         "hi": r.wrap_bound,
-        "variant": 0 if r.rounding == "half_even" else 1,
+        "variant": int(
+            SubByteRounding.HALF_EVEN if r.rounding == "half_even" else SubByteRounding.TOWARD_ZERO
+        ),
         "nan_result": r.nan_result,
     }
     if r.clip is not None:
@@ -147,17 +153,14 @@ def _ieee(r: Route, key: str) -> tuple[str, dict[str, Any]]:
     return f"convert:{key}:f{target.bits}", {}
 
 
-#: The BFLOAT16 kernel's variants: from FLOAT bits rounded to odd (or FLOAT itself), from FLOAT
-#: rounded to nearest first (a profile), or truncated.
-_BFLOAT16_VARIANTS = {"odd": 0, "nearest": 1, "truncate": 2}
-
-
 def _bfloat16(r: Route, key: str) -> tuple[str, dict[str, Any]]:
     if r.truncate:
-        variant = "truncate"
-    else:
-        variant = "nearest" if r.float_bits is FloatBits.NEAREST else "odd"
-    return f"bfloat16:{key}:u16", {"variant": _BFLOAT16_VARIANTS[variant]}
+        rounding = BFloat16Rounding.TRUNCATE
+    elif r.float_bits is FloatBits.NEAREST:
+        rounding = BFloat16Rounding.NEAREST_FLOAT_FIRST
+    else:  # FLOAT itself, or FLOAT bits rounded to odd: rounded once
+        rounding = BFloat16Rounding.ONCE
+    return f"bfloat16:{key}:u16", {"variant": int(rounding)}
 
 
 #: The FLOAT class kernel's variants: FLOAT bits exact or rounded to odd; an integer clipped to
@@ -172,6 +175,12 @@ _CLASS_VARIANTS = {
 
 def _small_float(r: Route, key: str) -> tuple[str, dict[str, Any]]:
     target, mode = r.target, r.mode
+    if r.source.code in (_T.FLOAT, _T.DOUBLE):
+        # By arithmetic, where the spec's class table confirms the kernel's special results.
+        odd = rounds_to_odd(r.source, target, mode)
+        found = _small_float_route(r.source, target, mode, key, odd)
+        if found is not None:
+            return found
     if r.double_classes:
         table = double_class_table(target, mode)
         return "double_class:f64:u8", {"table": table, "class_bits": DOUBLE_CLASS_BITS}
@@ -180,6 +189,197 @@ def _small_float(r: Route, key: str) -> tuple[str, dict[str, Any]]:
     params = {"table": table, "class_bits": FLOAT32_CLASS_BITS}
     params["variant"] = _CLASS_VARIANTS[r.float_bits]
     return f"float_class:{key}:u8", params
+
+
+class BFloat16Rounding(enum.IntEnum):
+    """The variants of the ``bfloat16`` kernels (``BFloat16Rounding`` in
+    castlike/_native/src/kernels.hpp, whose values these are)."""
+
+    #: Rounded once, from the exact value (R3).
+    ONCE = 0
+    #: To the nearest FLOAT first, then to nearest even (wide sources, reference profiles).
+    NEAREST_FLOAT_FIRST = 1
+    #: To the nearest FLOAT, then its upper half (the legacy profile).
+    TRUNCATE = 2
+
+
+class SubByteRounding(enum.IntEnum):
+    """The variants of the ``float_to_sub_byte`` kernels (``SubByteRounding`` in kernels.hpp)."""
+
+    HALF_EVEN = 0
+    TOWARD_ZERO = 1
+
+
+class SmallFloatFlag(enum.IntFlag):
+    """The variant flags of the ``small_float`` kernels (``SmallFloatFlag`` in
+    castlike/_native/src/small_float.hpp, whose values these are)."""
+
+    #: The codes 0 and ``cap_code`` take their results from ``zero_results``/``cap_results``.
+    FIXED_SPECIALS = 1
+    #: +-Inf become NaN before the clamp.
+    INF_IS_NAN = 2
+    #: DOUBLE sources: to the nearest FLOAT first (otherwise rounded to odd, hence once).
+    NEAREST_FLOAT_FIRST = 4
+
+
+#: The ``e8m0`` kernels' round modes (``E8M0Round`` in small_float.hpp); the kernel's variant is
+#: ``2 * round + (0 if saturate else 1)``.
+_E8M0_ROUNDS = {RoundMode.UP: 0, RoundMode.DOWN: 1, RoundMode.NEAREST: 2}
+
+_FLOAT = spec_of(_T.FLOAT)
+_NEGATIVE = _FLOAT.fmt.sign_mask
+_FLOAT_INF: int = _FLOAT.fmt.inf_bits()  # type: ignore[assignment]  # FLOAT has Inf and NaN
+_FLOAT_NAN: int = _FLOAT.fmt.nan_bits()  # type: ignore[assignment]
+_FLOAT_MAX = _FLOAT.fmt.max_bits
+
+
+def _float_bits(value: Fraction | float) -> int:
+    """FLOAT bits of a value that FLOAT holds exactly."""
+    packed = struct.pack("<f", float(value))
+    assert struct.unpack("<f", packed)[0] == value, f"{value} is not a FLOAT value"
+    return int(struct.unpack("<I", packed)[0])
+
+
+def _code_value(fmt: FloatFormat, code: int) -> Fraction:
+    """The magnitude that ``code`` encodes in ``fmt``'s layout, read as if its exponent field
+    were wider (so that the code above the largest value is the next value, whatever ``fmt``
+    spends that pattern on)."""
+    m = fmt.mantissa_bits
+    field, mantissa = code >> m, code & ((1 << m) - 1)
+    if field == 0:
+        return mantissa * Fraction(2) ** (fmt.min_exponent - m)
+    return ((1 << m) | mantissa) * Fraction(2) ** (field - fmt.bias - m)
+
+
+def _class_results(target: TypeSpec, mode: Mode) -> Any:
+    """``result(bits)``: the spec's result for the FLOAT pattern ``bits`` (its class's entry)."""
+    table = float32_class_table(target, mode)
+
+    def result(bits: int) -> int:
+        return int(table[int(float32_class_index(bits))])
+
+    return result
+
+
+@lru_cache(maxsize=256)
+def _small_float_params(target: TypeSpec, mode: Mode) -> tuple[tuple[str, Any], ...] | None:
+    """The ``small_float`` kernel's parameters for a float target with a sign bit (float8,
+    float6, float4), or None where the spec's results do not have the kernel's shape.
+
+    The kernel rounds |x| to nearest even at the format's precision after clamping it (see
+    small_float.hpp); every result a rule decides is read here off the spec's FLOAT class
+    table: whether an overflow saturates (the clamp is then the largest value) or becomes the
+    code above it (Inf, NaN), whether Inf goes the overflow's way or NaN's, what NaN and zero
+    become by sign.  Each is either "the code with the format's sign bit for a negative x", as
+    every finite result is, or a fixed result by sign (``FIXED_SPECIALS``).
+    """
+    fmt = target.fmt
+    result = _class_results(target, mode)
+    sign, max_code = fmt.sign_mask, fmt.max_bits
+
+    def by_sign(bits: int) -> tuple[int, int]:
+        return result(bits), result(bits | _NEGATIVE)
+
+    def natural(code: int) -> tuple[int, int]:
+        return code, code | sign
+
+    # The finite codes are the format's encoding (a cheap guard: 1, the smallest subnormal, max).
+    finite = [(Fraction(1), fmt.bias << fmt.mantissa_bits), (fmt.min_subnormal, 1)]
+    finite.append((fmt.max_value, max_code))
+    if any(by_sign(_float_bits(v)) != natural(code) for v, code in finite):
+        return None
+    above = by_sign(_float_bits(_code_value(fmt, max_code + 1)))
+    if above == natural(max_code):
+        clamp_code = max_code  # an overflow saturates
+    elif above == natural(max_code + 1):
+        clamp_code = max_code + 1  # an overflow is the code above the largest (Inf, NaN)
+    else:
+        return None
+    flags = SmallFloatFlag(0)
+    inf, nan = by_sign(_FLOAT_INF), by_sign(_FLOAT_NAN)
+    if inf != above:
+        if inf != nan:
+            return None
+        flags |= SmallFloatFlag.INF_IS_NAN
+    if nan == natural(nan[0]) and clamp_code < nan[0] <= 0xFF:
+        cap = nan[0]  # NaN's own code, above every finite one
+    elif clamp_code > max_code and nan == natural(clamp_code):
+        cap = clamp_code  # NaN shares the overflow's code
+    else:
+        cap = clamp_code + 1
+        flags |= SmallFloatFlag.FIXED_SPECIALS
+    zero = by_sign(0)
+    if zero != natural(0):
+        flags |= SmallFloatFlag.FIXED_SPECIALS
+    return (
+        ("hi", float(_code_value(fmt, clamp_code))),
+        ("mantissa_bits", fmt.mantissa_bits),
+        ("min_exponent", fmt.min_exponent),
+        ("cap_code", cap),
+        ("sign_mask", sign),
+        ("zero_results", zero),
+        ("cap_results", nan),
+        ("variant", int(flags)),
+    )
+
+
+@lru_cache(maxsize=64)
+def _e8m0_variant(target: TypeSpec, mode: Mode) -> int | None:
+    """The ``e8m0`` kernel's variant, or None where the spec's results differ from it.
+
+    The kernel computes R6's round modes on x (small_float.hpp); with saturate, zero and
+    values below the range give the smallest code and values above it and +Inf the largest,
+    without, NaN; NaN and negative x give NaN.  The profiles that follow onnx's helper round
+    otherwise and keep the class table.
+    """
+    if mode.profile.rules.e8m0_by_onnx_helper:
+        return None
+    result = _class_results(target, mode)
+    fmt = target.fmt
+    nan = fmt.nan_bits()
+    lowest, highest = (0, fmt.max_bits) if mode.saturate else (nan, nan)
+    one = fmt.bias  # the code of 1.0
+    rounded = {RoundMode.UP: (one + 1, one + 1), RoundMode.DOWN: (one, one)}
+    rounded[RoundMode.NEAREST] = (one + 1, one)  # 1.5 (a tie: up) and 1.25
+    expected = {
+        0: lowest,
+        _NEGATIVE: lowest,  # -0 is 0
+        1: lowest,  # FLOAT's smallest subnormal, below the range
+        _float_bits(fmt.min_normal): 0,
+        _float_bits(fmt.max_value): fmt.max_bits,
+        _FLOAT_MAX: highest,  # FLOAT's largest, above the range
+        _FLOAT_INF: highest,
+        _FLOAT_INF | _NEGATIVE: nan,
+        _FLOAT_NAN: nan,
+        _FLOAT_NAN | _NEGATIVE: nan,
+        _float_bits(-1.0): nan,
+        _float_bits(1.0): one,
+        _float_bits(1.5): rounded[mode.round_mode][0],
+        _float_bits(1.25): rounded[mode.round_mode][1],
+    }
+    if any(result(bits) != code for bits, code in expected.items()):
+        return None
+    return 2 * _E8M0_ROUNDS[mode.round_mode] + (0 if mode.saturate else 1)
+
+
+def _small_float_route(
+    source: TypeSpec, target: TypeSpec, mode: Mode, key: str, odd: bool
+) -> tuple[str, dict[str, Any]] | None:
+    """The arithmetic kernel of FLOAT/DOUBLE -> a float of 8 bits or fewer, if it applies.
+
+    DOUBLE is rounded to odd into FLOAT first (which keeps the single rounding, R3), or to the
+    nearest FLOAT where the profile rounds wide sources through FLOAT (``odd`` False).
+    """
+    if target.fmt.special is Special.E8M0:
+        variant = _e8m0_variant(target, mode) if odd else None
+        return None if variant is None else (f"e8m0:{key}:u8", {"variant": variant})
+    found = _small_float_params(target, mode)
+    if found is None:
+        return None
+    params = dict(found)
+    if source.code == _T.DOUBLE and not odd:
+        params["variant"] = int(params["variant"] | SmallFloatFlag.NEAREST_FLOAT_FIRST)
+    return f"small_float:{key}:u8", params
 
 
 _ARITHMETIC = {
@@ -240,5 +440,7 @@ def clear_caches() -> None:
 
     _fastpath.clear()
     _kernel.cache_clear()
+    _small_float_params.cache_clear()
+    _e8m0_variant.cache_clear()
     for table in (pattern_table, byte_table, float32_class_table, double_class_table):
         table.cache_clear()

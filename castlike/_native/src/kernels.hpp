@@ -52,6 +52,15 @@ struct Params {
   int64_t ihi = 0;
   uint64_t nan_result = 0;
   uint64_t hi_result = 0;
+  // The small float targets' arithmetic kernel (SmallFloat in small_float.hpp): the format's
+  // mantissa bits and smallest normal exponent, the code that NaN is capped at, the sign bit,
+  // and the results of the codes 0 and `cap_code` for a positive and a negative input.
+  int mantissa_bits = 0;
+  int min_exponent = 0;
+  int cap_code = -1;
+  int sign_mask = -1;
+  int zero_results[2] = {-1, -1};
+  int cap_results[2] = {-1, -1};
 };
 
 template <class To, class From>
@@ -268,26 +277,44 @@ struct Float32ToFloat16 {
   uint16_t operator()(uint32_t bits) const { return float16_rne_bits(bits); }
 };
 
-//: DOUBLE -> FLOAT16 or BFLOAT16, rounded once from the exact value (through FLOAT rounded to
-//: odd, which keeps the information for one correct rounding to 13 bits or fewer).  For BFLOAT16, variant 1
-//: rounds to the nearest FLOAT first and variant 2 then truncates (the reference and legacy
-//: profiles).
-template <class D, int Variant = 0>
+//: How a source becomes BFLOAT16 (the kernel's variant; routes.py mirrors the values):
+//: rounded once from the exact value (the spec), to the nearest FLOAT first and then to nearest
+//: even (the reference profiles before ml_dtypes 0.7, wide sources), or to the nearest FLOAT
+//: and then truncated (the legacy profile: FLOAT's upper half).
+enum class BFloat16Rounding : int { kOnce = 0, kNearestFloatFirst = 1, kTruncate = 2 };
+
+//: BFLOAT16 bits of FLOAT bits that already carry the source's first rounding (to odd, to
+//: nearest, or none for FLOAT itself).
+template <BFloat16Rounding R>
+inline uint16_t bfloat16_from_float_bits(uint32_t f) {
+  return R == BFloat16Rounding::kTruncate ? narrow_truncate<Float32, BFloat16>(f)
+                                          : bfloat16_rne_bits(f);
+}
+
+//: DOUBLE -> FLOAT16 (rounded once: through FLOAT rounded to odd, which keeps the information
+//: for one correct rounding to 22 bits or fewer) or BFLOAT16 (as R says).  `block` runs a range
+//: with SIMD where the build has it (narrow_float.hpp).
+template <class D, BFloat16Rounding R = BFloat16Rounding::kOnce>
 struct DoubleToHalf {
   using InT = uint64_t;
   using OutT = uint16_t;
+  static constexpr int kVariant = int(R);
   explicit DoubleToHalf(const Params&) {}
-  uint16_t operator()(uint64_t bits) const {
+  //: The FLOAT bits that carry the first rounding.
+  static uint32_t float_bits(uint64_t bits) {
     const double d = bit_cast<double>(bits);
+    return R == BFloat16Rounding::kOnce ? float32_odd_bits(d)
+                                        : bit_cast<uint32_t>(static_cast<float>(d));
+  }
+  uint16_t operator()(uint64_t bits) const {
     if constexpr (std::is_same_v<D, Float16>) {
-      return float16_rne_bits(float32_odd_bits(d));
-    } else if constexpr (Variant == 0) {
-      return bfloat16_rne_bits(float32_odd_bits(d));
+      static_assert(R == BFloat16Rounding::kOnce, "FLOAT16 is rounded once in every profile");
+      return float16_rne_bits(float_bits(bits));
     } else {
-      const uint32_t f = bit_cast<uint32_t>(static_cast<float>(d));
-      return Variant == 1 ? bfloat16_rne_bits(f) : narrow_truncate<Float32, D>(f);
+      return bfloat16_from_float_bits<R>(float_bits(bits));
     }
   }
+  void block(const uint64_t* src, uint16_t* dst, size_t n) const;
 };
 
 //: FLOAT16 -> FLOAT bits, exactly.  The portable form scales the subnormals by an exact
@@ -324,15 +351,16 @@ struct Widen {
   }
 };
 
-//: FLOAT -> BFLOAT16: round to nearest even (Variant 0) or truncate (Variant 2, legacy).
-template <int Variant = 0>
+//: FLOAT -> BFLOAT16: round to nearest even, or truncate (BFloat16Rounding::kTruncate,
+//: legacy); kNearestFloatFirst is kOnce for FLOAT.  `block`: narrow_float.hpp.
+template <BFloat16Rounding R = BFloat16Rounding::kOnce>
 struct Float32ToBFloat16 {
   using InT = uint32_t;
   using OutT = uint16_t;
+  static constexpr int kVariant = int(R);
   explicit Float32ToBFloat16(const Params&) {}
-  uint16_t operator()(uint32_t bits) const {
-    return Variant == 2 ? narrow_truncate<Float32, BFloat16>(bits) : bfloat16_rne_bits(bits);
-  }
+  uint16_t operator()(uint32_t bits) const { return bfloat16_from_float_bits<R>(bits); }
+  void block(const uint32_t* src, uint16_t* dst, size_t n) const;
 };
 
 //: Integer -> FLOAT16: beyond +-2**17 every integer overflows FLOAT16 to Inf, so clamping there
@@ -353,19 +381,19 @@ struct IntToFloat16 {
   }
 };
 
-//: Integer -> BFLOAT16: the integer rounded to odd into DOUBLE, then once to BFLOAT16; variant 1
-//: rounds to the nearest FLOAT first, variant 2 then truncates (reference and legacy profiles).
-template <class I, int Variant = 0>
+//: Integer -> BFLOAT16 as BFloat16Rounding says: rounded once (to odd into DOUBLE, then into
+//: FLOAT), or through the nearest FLOAT (the reference and legacy profiles).
+template <class I, BFloat16Rounding R = BFloat16Rounding::kOnce>
 struct IntToBFloat16 {
   using InT = I;
   using OutT = uint16_t;
+  static constexpr int kVariant = int(R);
   explicit IntToBFloat16(const Params&) {}
   uint16_t operator()(I x) const {
-    if constexpr (Variant == 0) {
+    if constexpr (R == BFloat16Rounding::kOnce) {
       return bfloat16_rne_bits(float32_odd_bits(bit_cast<double>(float64_odd_bits_of(x))));
     } else {
-      const uint32_t f = bit_cast<uint32_t>(static_cast<float>(x));
-      return Variant == 1 ? bfloat16_rne_bits(f) : narrow_truncate<Float32, BFloat16>(f);
+      return bfloat16_from_float_bits<R>(bit_cast<uint32_t>(static_cast<float>(x)));
     }
   }
 };
@@ -378,6 +406,17 @@ struct Convert {
   using OutT = Out;
   explicit Convert(const Params&) {}
   Out operator()(In x) const { return static_cast<Out>(x); }
+};
+
+//: DOUBLE -> FLOAT, the hardware's conversion; `block` (narrow_float.hpp) streams the stores of
+//: large outputs.
+template <>
+struct Convert<double, float> {
+  using InT = double;
+  using OutT = float;
+  explicit Convert(const Params&) {}
+  float operator()(double x) const { return static_cast<float>(x); }
+  void block(const double* src, float* dst, size_t n) const;
 };
 
 //: A BOOL source for an `Op` that reads its uint8 as a number: the byte as 0 or 1 first (R8:
@@ -408,6 +447,8 @@ struct FloatToInt {
         limit(F(p.limit)),
         nan_result(Work(p.nan_result)),
         hi_result(Work(p.hi_result)) {}
+  //: The whole range: SIMD steps where the build has them (float_to_int.hpp).
+  void block(const F* src, Out* dst, size_t n) const;
   Out operator()(F x) const {
     const bool nan = x != x;
     F clamped = x < lo ? lo : x;
@@ -418,14 +459,18 @@ struct FloatToInt {
   }
 };
 
+//: How FloatToSubByte rounds to an integer (its variant; routes.py mirrors the values): half
+//: to even (the int4/int2 notes) or toward zero (ml_dtypes, the reference profiles).
+enum class SubByteRounding : int { kHalfEven = 0, kTowardZero = 1 };
+
 //: FLOAT/DOUBLE -> a sub-byte integer: optional clamp to `pre_lo`/`pre_hi` (Inf passes: the
-//: legacy range rule), round half to even (Variant 0) or toward zero (Variant 1), clamp to
-//: +-`hi` (a multiple of 2**bits beyond which every float is one), keep the bits in `mask`;
-//: NaN gives `nan_result`.
-template <class F, int Variant = 0>
+//: legacy range rule), round as R says, clamp to +-`hi` (a multiple of 2**bits beyond which
+//: every float is one), keep the bits in `mask`; NaN gives `nan_result`.
+template <class F, SubByteRounding R = SubByteRounding::kHalfEven>
 struct FloatToSubByte {
   using InT = F;
   using OutT = uint8_t;
+  static constexpr int kVariant = int(R);
   F pre_lo, pre_hi, bound;
   uint8_t mask, nan_result;
   explicit FloatToSubByte(const Params& p)
@@ -434,10 +479,12 @@ struct FloatToSubByte {
         bound(F(p.hi)),
         mask(uint8_t(p.mask)),
         nan_result(uint8_t(p.nan_result)) {}
+  //: The whole range: SIMD steps where the build has them (float_to_int.hpp).
+  void block(const F* src, uint8_t* dst, size_t n) const;
   uint8_t operator()(F x) const {
     const F clamped = x < pre_lo ? pre_lo : (x > pre_hi ? pre_hi : x);
     F v = std::fabs(x) == std::numeric_limits<F>::infinity() ? x : clamped;
-    v = Variant == 0 ? round_half_even(v) : std::trunc(v);
+    v = R == SubByteRounding::kHalfEven ? round_half_even(v) : std::trunc(v);
     v = v < -bound ? -bound : (v > bound ? bound : v);
     v = x != x ? F(0) : v;  // no conversion of a NaN (undefined behaviour)
     // FLOAT's bound (2**28) fits int32, which keeps the lanes FLOAT's width; DOUBLE's needs 64.
@@ -488,6 +535,12 @@ template <class Op, class = void>
 struct IsIndexed : std::false_type {};
 template <class Op>
 struct IsIndexed<Op, std::void_t<decltype(Op::kIndexed)>> : std::true_type {};
+//: Families that run a whole range themselves (`void block(const InT*, OutT*, size_t) const`):
+//: the SIMD kernels, which take many elements per step and finish with the portable form.
+template <class Op, class = void>
+struct HasBlock : std::false_type {};
+template <class Op>
+struct HasBlock<Op, std::void_t<decltype(&Op::block)>> : std::true_type {};
 template <class Op, class = void>
 struct IsBlocked : std::false_type {};
 template <class Op>
@@ -525,7 +578,11 @@ void map_indexed(const void* in, void* out, size_t begin, size_t end, const Para
 
 template <class Op>
 void map_elements(const void* in, void* out, size_t begin, size_t end, const Params& p) {
-  if constexpr (IsIndexed<Op>::value) {
+  if constexpr (HasBlock<Op>::value) {
+    const Op op(p);
+    op.block(static_cast<const typename Op::InT*>(in) + begin,
+             static_cast<typename Op::OutT*>(out) + begin, end - begin);
+  } else if constexpr (IsIndexed<Op>::value) {
     map_indexed<Op>(in, out, begin, end, p);
   } else {
     using In = typename Op::InT;
@@ -586,22 +643,6 @@ void map_elements<Widen<Float16, float>>(const void* in, void* out, size_t begin
 #endif
   const Widen<Float16, float> op(p);
   for (; i < end; ++i) dst[i] = op(src[i]);
-}
-
-//: DOUBLE -> FLOAT16: a block rounded to odd into FLOAT (a loop that vectorises), then the
-//: FLOAT -> FLOAT16 conversion above on the block, in the first-level cache.
-template <>
-void map_elements<DoubleToHalf<Float16, 0>>(const void* in, void* out, size_t begin, size_t end,
-                                            const Params&) {
-  const double* src = static_cast<const double*>(in);
-  uint16_t* dst = static_cast<uint16_t*>(out);
-  constexpr size_t kBlock = 1024;
-  alignas(64) uint32_t odd[kBlock];
-  for (size_t i = begin; i < end; i += kBlock) {
-    const size_t m = std::min(kBlock, end - i);
-    for (size_t j = 0; j < m; ++j) odd[j] = float32_odd_bits(src[i + j]);
-    float32_to_float16(odd, dst + i, 0, m);
-  }
 }
 
 }  // namespace castlike

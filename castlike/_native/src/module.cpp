@@ -23,13 +23,17 @@
 #include <limits>
 #include <new>
 #include <type_traits>
+#include <utility>
 
 #if defined(__GLIBCXX__)
 #include <cxxabi.h>
 #endif
 
+#include "float_to_int.hpp"
 #include "fpenv.hpp"
 #include "kernels.hpp"
+#include "narrow_float.hpp"
+#include "small_float.hpp"
 #include "threads.hpp"
 
 #ifndef CASTLIKE_VARIANT
@@ -172,8 +176,8 @@ struct Check<FloatToInt<F, Out>> {
 
 //: Float -> sub-byte integer: every value is clamped to +-hi and then converted to an integer
 //: of F's width, so hi must be in [0, 2**31) for FLOAT and [0, 2**63) for DOUBLE.
-template <class F, int Variant>
-struct Check<FloatToSubByte<F, Variant>> {
+template <class F, SubByteRounding R>
+struct Check<FloatToSubByte<F, R>> {
   static bool ok(const Params& p, const Given& given, Why& why) {
     using Work = std::conditional_t<sizeof(F) == 4, int32_t, int64_t>;
     if (!no_table_nor_class_bits(given, why)) return false;
@@ -182,6 +186,50 @@ struct Check<FloatToSubByte<F, Variant>> {
                       std::numeric_limits<Work>::digits, p.hi);
     }
     return true;
+  }
+};
+
+//: A byte of a result or a mask: 0 to 255.
+bool is_byte(int value, const char* what, Why& why) {
+  if (value < 0 || value > 255) return why.fail("%s must be 0 to 255, got %d", what, value);
+  return true;
+}
+
+//: The small float arithmetic kernel: every shift defined (mantissa_bits), the power of two it
+//: adds a finite normal FLOAT for every clamped magnitude (min_exponent and the clamp `hi`),
+//: every result a byte, and the cap at or above the clamp's own code (so that the cap changes
+//: NaN only).
+template <class Source, int Flags>
+struct Check<SmallFloat<Source, Flags>> {
+  static bool ok(const Params& p, const Given& given, Why& why) {
+    if (!no_table_nor_class_bits(given, why)) return false;
+    if (p.mantissa_bits < 1 || p.mantissa_bits > 10) {
+      return why.fail("mantissa_bits must be 1 to 10, got %d", p.mantissa_bits);
+    }
+    const float clamp = static_cast<float>(p.hi);
+    if (!(p.hi > 0.0) || !std::isfinite(clamp) || static_cast<double>(clamp) != p.hi) {
+      return why.fail("hi (the clamp) must be a positive finite FLOAT value, got %g", p.hi);
+    }
+    if (p.min_exponent < -126 || p.min_exponent > 127) {
+      return why.fail("min_exponent must be -126 to 127, got %d", p.min_exponent);
+    }
+    // The smallest P, 2**(min_exponent + 23 - mantissa_bits), is normal by the ranges above.
+    const int highest = std::max(std::ilogb(clamp), p.min_exponent) + 23 - p.mantissa_bits;
+    if (highest > 127) {
+      return why.fail("min_exponent %d, mantissa_bits %d and hi %g round at 2**%d, beyond "
+                      "FLOAT's range",
+                      p.min_exponent, p.mantissa_bits, p.hi, highest);
+    }
+    const uint32_t clamp_code = SmallFloatCodes(p).magnitude_code(bit_cast<uint32_t>(clamp));
+    if (p.cap_code < 0 || uint32_t(p.cap_code) < clamp_code || p.cap_code > 255) {
+      return why.fail("cap_code must be from the clamp's code %u to 255, got %d", clamp_code,
+                      p.cap_code);
+    }
+    return is_byte(p.sign_mask, "sign_mask", why) &&
+           is_byte(p.zero_results[0], "zero_results[0]", why) &&
+           is_byte(p.zero_results[1], "zero_results[1]", why) &&
+           is_byte(p.cap_results[0], "cap_results[0]", why) &&
+           is_byte(p.cap_results[1], "cap_results[1]", why);
   }
 };
 
@@ -216,11 +264,53 @@ constexpr Entry entry(const char* name) {
 
 //: Every family that takes an integer source, for the integer type I named `k` (BOOL to the
 //: integers takes the uint8 ones, clamped to [0, 1]; to the floats, the "b8" entries below).
+//: A kernel whose variants 0, 1, ... count - 1 are Family<0>, Family<1>, ...: the families whose
+//: variant is a named value (flags, an enum) say so in kVariant, checked against the position.
+template <template <int> class Family, int... I>
+constexpr Entry variants_entry(const char* name, std::integer_sequence<int, I...>) {
+  static_assert(((Family<I>::kVariant == I) && ...), "a variant's position is its value");
+  return entry<Family<I>...>(name);
+}
+template <template <int> class Family, int Count>
+constexpr Entry variants_entry(const char* name) {
+  return variants_entry<Family>(name, std::make_integer_sequence<int, Count>());
+}
+//: The BFLOAT16 families, whose variant is a BFloat16Rounding.
+template <template <BFloat16Rounding> class Family>
+constexpr Entry bfloat16_entry(const char* name) {
+  using R = BFloat16Rounding;
+  static_assert(int(R::kOnce) == 0 && int(R::kNearestFloatFirst) == 1 && int(R::kTruncate) == 2,
+                "a variant's position is its value");
+  return entry<Family<R::kOnce>, Family<R::kNearestFloatFirst>, Family<R::kTruncate>>(name);
+}
+template <BFloat16Rounding R>
+using DoubleToBFloat16 = DoubleToHalf<BFloat16, R>;
+//: FloatToSubByte, whose variant is a SubByteRounding.
+template <class F>
+constexpr Entry sub_byte_entry(const char* name) {
+  using R = SubByteRounding;
+  static_assert(int(R::kHalfEven) == 0 && int(R::kTowardZero) == 1,
+                "a variant's position is its value");
+  return entry<FloatToSubByte<F, R::kHalfEven>, FloatToSubByte<F, R::kTowardZero>>(name);
+}
+template <class I>
+struct IntToBFloat16Of {
+  template <BFloat16Rounding R>
+  using Op = IntToBFloat16<I, R>;
+};
+template <int Flags>
+using SmallFloatOfFloat = SmallFloat<FloatBits, Flags>;
+template <int Flags>
+using SmallFloatOfDouble = SmallFloat<DoubleBits, Flags>;
+template <int Variant>
+using E8M0OfFloat = E8M0<FloatBits, Variant>;
+template <int Variant>
+using E8M0OfDouble = E8M0<DoubleBits, Variant>;
+
 #define CASTLIKE_INTEGER_SOURCE(I, k)                                                       \
   entry<FloatClass<Integer<I>, 0>, FloatClass<Integer<I>, 1>>("float_class:" k ":u8"),      \
       entry<IntToFloat16<I>>("float16:" k ":u16"),                                          \
-      entry<IntToBFloat16<I, 0>, IntToBFloat16<I, 1>, IntToBFloat16<I, 2>>("bfloat16:" k  \
-                                                                             ":u16"),       \
+      bfloat16_entry<IntToBFloat16Of<I>::template Op>("bfloat16:" k ":u16"),              \
       entry<Convert<I, float>>("convert:" k ":f32"),                                        \
       entry<Convert<I, double>>("convert:" k ":f64"),                                       \
       entry<IntToInt<I, uint8_t, 0>, IntToInt<I, uint8_t, 1>>("int_to_int:" k ":u8"),      \
@@ -244,7 +334,8 @@ const Entry kEntries[] = {
     entry<FromBool<Convert<uint8_t, float>>>("convert:b8:f32"),
     entry<FromBool<Convert<uint8_t, double>>>("convert:b8:f64"),
     entry<FromBool<IntToFloat16<uint8_t>>>("float16:b8:u16"),
-    entry<FromBool<IntToBFloat16<uint8_t, 1>>>("bfloat16:b8:u16"),
+    entry<FromBool<IntToBFloat16<uint8_t, BFloat16Rounding::kNearestFloatFirst>>>(
+        "bfloat16:b8:u16"),
     entry<Gather<uint8_t, uint8_t>>("gather:u8:u8"),
     entry<Gather<uint8_t, uint16_t>>("gather:u8:u16"),
     entry<Gather<uint8_t, uint32_t>>("gather:u8:u32"),
@@ -256,11 +347,17 @@ const Entry kEntries[] = {
     entry<FloatClass<FloatBits>>("float_class:f32:u8"),
     entry<FloatClass<DoubleBits, 0>, FloatClass<DoubleBits, 1>>("float_class:f64:u8"),
     entry<DoubleClass>("double_class:f64:u8"),
+    // The small floats by arithmetic (small_float.hpp): SmallFloatFlag sums, E8M0 round modes
+    // and saturation.  DOUBLE rounds to nearest FLOAT first only with kNearestFloatFirst.
+    variants_entry<SmallFloatOfFloat, (kInfIsNan | kFixedSpecials) + 1>("small_float:f32:u8"),
+    variants_entry<SmallFloatOfDouble, (kNearestFloatFirst | kInfIsNan | kFixedSpecials) + 1>(
+        "small_float:f64:u8"),
+    variants_entry<E8M0OfFloat, 6>("e8m0:f32:u8"),
+    variants_entry<E8M0OfDouble, 6>("e8m0:f64:u8"),
     entry<Float32ToFloat16>("float16:f32:u16"),
     entry<DoubleToHalf<Float16>>("float16:f64:u16"),
-    entry<Float32ToBFloat16<0>, Float32ToBFloat16<0>, Float32ToBFloat16<2>>("bfloat16:f32:u16"),
-    entry<DoubleToHalf<BFloat16, 0>, DoubleToHalf<BFloat16, 1>, DoubleToHalf<BFloat16, 2>>(
-        "bfloat16:f64:u16"),
+    bfloat16_entry<Float32ToBFloat16>("bfloat16:f32:u16"),
+    bfloat16_entry<DoubleToBFloat16>("bfloat16:f64:u16"),
     entry<Widen<Float16, float>>("widen:f16:f32"),
     entry<Widen<Float16, double>>("widen:f16:f64"),
     entry<Widen<BFloat16, float>>("widen:bf16:f32"),
@@ -283,8 +380,8 @@ const Entry kEntries[] = {
     entry<FloatToInt<double, uint32_t>>("float_to_int:f64:u32"),
     entry<FloatToInt<double, int64_t>>("float_to_int:f64:i64"),
     entry<FloatToInt<double, uint64_t>>("float_to_int:f64:u64"),
-    entry<FloatToSubByte<float, 0>, FloatToSubByte<float, 1>>("float_to_sub_byte:f32:u8"),
-    entry<FloatToSubByte<double, 0>, FloatToSubByte<double, 1>>("float_to_sub_byte:f64:u8"),
+    sub_byte_entry<float>("float_to_sub_byte:f32:u8"),
+    sub_byte_entry<double>("float_to_sub_byte:f64:u8"),
     entry<NonZero<uint8_t>>("nonzero:u8:u8"),
     entry<NonZero<uint16_t>>("nonzero:u16:u8"),
     entry<NonZero<uint32_t>>("nonzero:u32:u8"),
@@ -396,20 +493,25 @@ int to_uint64(PyObject* object, void* address) {
 //: Kernel(name, *, table=None, mask=..., class_bits=..., variant=0, ...): the whole
 //: construction; a Kernel is immutable from here on.
 PyObject* kernel_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
-  static const char* keywords[] = {"name",  "table", "mask",   "class_bits", "variant",
-                                   "lo",    "hi",    "limit",  "pre_lo",     "pre_hi",
-                                   "ilo",   "ihi",   "nan_result", "hi_result", nullptr};
+  static const char* keywords[] = {"name",          "table",        "mask",
+                                   "class_bits",    "variant",      "lo",
+                                   "hi",            "limit",        "pre_lo",
+                                   "pre_hi",        "ilo",          "ihi",
+                                   "nan_result",    "hi_result",    "mantissa_bits",
+                                   "min_exponent",  "cap_code",     "sign_mask",
+                                   "zero_results",  "cap_results",  nullptr};
   const char* name = nullptr;
   PyObject* table = Py_None;
   Params p;
   int class_bits = kNoClassBits;
   unsigned long long mask = p.mask, nan_result = 0, hi_result = 0;
   long long ilo = 0, ihi = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "s|$OO&iidddddLLO&O&",
-                                   const_cast<char**>(keywords), &name, &table, &to_uint64, &mask,
-                                   &class_bits, &p.variant, &p.lo, &p.hi, &p.limit, &p.pre_lo,
-                                   &p.pre_hi, &ilo, &ihi, &to_uint64, &nan_result, &to_uint64,
-                                   &hi_result)) {
+  if (!PyArg_ParseTupleAndKeywords(
+          args, kwargs, "s|$OO&iidddddLLO&O&iiii(ii)(ii)", const_cast<char**>(keywords), &name,
+          &table, &to_uint64, &mask, &class_bits, &p.variant, &p.lo, &p.hi, &p.limit, &p.pre_lo,
+          &p.pre_hi, &ilo, &ihi, &to_uint64, &nan_result, &to_uint64, &hi_result,
+          &p.mantissa_bits, &p.min_exponent, &p.cap_code, &p.sign_mask, &p.zero_results[0],
+          &p.zero_results[1], &p.cap_results[0], &p.cap_results[1])) {
     return nullptr;
   }
   const Entry* e = find_entry(name);

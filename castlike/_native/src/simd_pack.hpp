@@ -1,0 +1,365 @@
+// The SIMD frame of the kernels that compute in 32-bit lanes and write results of 8, 16 or 32
+// bits: the small float targets (small_float.hpp) and the saturating float -> integer
+// conversions (float_to_int.hpp).
+//
+// A family supplies `Lanes`, with `codes(p)`: the results of the elements p[0 .. kLanes) in
+// 32-bit lanes (kLanes = 16 with AVX-512, 8 with AVX2), and `finish(packed, p)`: the packed
+// results of the step that starts at p, completed (most return them as they are).  The frame
+// takes K = 4 (bytes), 2 (16 bits) or 1 (32 bits) vectors of results per step, packs them
+// with saturation (32 -> 16 -> 8 bits: the families rely on it, e.g. a NaN's code above 255
+// becomes 255, -1 becomes 0), restores the element order that the in-lane packs shuffle, and
+// stores one vector.  What is left over goes through the family's portable form, which is
+// also the whole kernel of the baseline build.
+#pragma once
+
+#include "kernels.hpp"
+
+#if defined(__AVX2__) || defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__)
+#define CASTLIKE_PACK_AVX512 1
+#define CASTLIKE_PACK_SIMD 1
+#elif defined(__AVX2__)
+#define CASTLIKE_PACK_AVX2 1
+#define CASTLIKE_PACK_SIMD 1
+#endif
+
+namespace castlike {
+
+//: Output bytes of one call (one thread's chunk) from which the stores are streaming
+//: (non-temporal), for outputs of 1 or 2 bytes an element: an output beyond a core's
+//: second-level cache is written back to memory anyway, and writing it around the caches saves
+//: reading every line in first.  Measured on the development machine (1 MiB of L2 a core), one
+//: thread, a new output array each call: 10**7 FLOAT -> FLOAT8E4M3FN 1.54 -> 1.35 ms, FLOAT ->
+//: BFLOAT16 2.45 -> 2.20 ms, DOUBLE -> BFLOAT16 3.08 -> 2.66 ms; 4-byte outputs (FLOAT -> INT32,
+//: DOUBLE -> FLOAT) gained nothing at 10**7 and lost up to 30% at 10**6 where the output's
+//: memory was fresh from the system, so they store as usual.
+constexpr size_t kStreamBytes = size_t{1} << 20;
+
+#if defined(CASTLIKE_PACK_AVX512)
+using VecI = __m512i;
+constexpr size_t kVecBytes = 64;
+
+// GCC 12's plain forms of these start from an undefined register, which -Wmaybe-uninitialized
+// reports wherever they are inlined; the zero-masked forms with every lane selected are the
+// same instructions.
+constexpr __mmask16 kAll16 = 0xFFFF;
+inline __m512 min_ps(__m512 a, __m512 b) { return _mm512_maskz_min_ps(kAll16, a, b); }
+inline __m512 max_ps(__m512 a, __m512 b) { return _mm512_maskz_max_ps(kAll16, a, b); }
+inline __m512i max_epu32(__m512i a, __m512i b) { return _mm512_maskz_max_epu32(kAll16, a, b); }
+inline __m512i min_epu32(__m512i a, __m512i b) { return _mm512_maskz_min_epu32(kAll16, a, b); }
+inline __m512i srlv_epi32(__m512i a, __m512i n) { return _mm512_maskz_srlv_epi32(kAll16, a, n); }
+template <unsigned int N>
+inline __m512i srli_epi32(__m512i a) {
+  return _mm512_maskz_srli_epi32(kAll16, a, N);
+}
+template <unsigned int N>
+inline __m512i srai_epi32(__m512i a) {
+  return _mm512_maskz_srai_epi32(kAll16, a, N);
+}
+inline __m512i permutexvar_epi32(__m512i index, __m512i a) {
+  return _mm512_maskz_permutexvar_epi32(kAll16, index, a);
+}
+inline __m512i permutexvar_epi64(__m512i index, __m512i a) {
+  return _mm512_maskz_permutexvar_epi64(__mmask8(0xFF), index, a);
+}
+
+//: Two halves of 8 results -> one vector of 16.
+inline __m512i join(__m256i low, __m256i high) {
+  return _mm512_maskz_inserti64x4(__mmask8(0xFF), _mm512_castsi256_si512(low), high, 1);
+}
+
+inline void store(void* p, VecI v, bool stream) {
+  if (stream) {
+    _mm512_stream_si512(static_cast<__m512i*>(p), v);
+  } else {
+    _mm512_storeu_si512(p, v);
+  }
+}
+#elif defined(CASTLIKE_PACK_AVX2)
+using VecI = __m256i;
+constexpr size_t kVecBytes = 32;
+
+//: Two halves of 4 results -> one vector of 8.
+inline __m256i join(__m128i low, __m128i high) { return _mm256_set_m128i(high, low); }
+
+inline void store(void* p, VecI v, bool stream) {
+  if (stream) {
+    _mm256_stream_si256(static_cast<__m256i*>(p), v);
+  } else {
+    _mm256_storeu_si256(static_cast<__m256i*>(p), v);
+  }
+}
+#endif
+
+#if defined(CASTLIKE_PACK_SIMD)
+//: 32-bit lanes per vector.
+constexpr size_t kLanes = kVecBytes / 4;
+
+//: How K vectors of 32-bit results become one vector of Out: `pack` (saturating, in-lane
+//: order) and `order` (the element order restored).
+template <class Out>
+struct Pack;
+
+#if defined(CASTLIKE_PACK_AVX512)
+//: After two in-lane packs, 128-bit lane i holds elements 4i..4i+3 of each of the four inputs
+//: in turn; one permutation of 32-bit groups puts every input's 16 back in order.
+inline __m512i order_quarters(__m512i v) {
+  return permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15),
+                           v);
+}
+//: After one in-lane pack, lane i holds elements 4i..4i+3 of each of the two inputs: 64-bit
+//: groups.
+inline __m512i order_halves(__m512i v) {
+  return permutexvar_epi64(_mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7), v);
+}
+template <>
+struct Pack<uint8_t> {
+  static constexpr size_t K = 4;
+  static VecI pack(const VecI (&v)[K]) {
+    return _mm512_packus_epi16(_mm512_packs_epi32(v[0], v[1]), _mm512_packs_epi32(v[2], v[3]));
+  }
+  static VecI order(VecI v) { return order_quarters(v); }
+};
+template <>
+struct Pack<int8_t> {
+  static constexpr size_t K = 4;
+  static VecI pack(const VecI (&v)[K]) {
+    return _mm512_packs_epi16(_mm512_packs_epi32(v[0], v[1]), _mm512_packs_epi32(v[2], v[3]));
+  }
+  static VecI order(VecI v) { return order_quarters(v); }
+};
+template <>
+struct Pack<uint16_t> {
+  static constexpr size_t K = 2;
+  static VecI pack(const VecI (&v)[K]) { return _mm512_packus_epi32(v[0], v[1]); }
+  static VecI order(VecI v) { return order_halves(v); }
+};
+template <>
+struct Pack<int16_t> {
+  static constexpr size_t K = 2;
+  static VecI pack(const VecI (&v)[K]) { return _mm512_packs_epi32(v[0], v[1]); }
+  static VecI order(VecI v) { return order_halves(v); }
+};
+#else
+inline __m256i order_quarters(__m256i v) {
+  return _mm256_permutevar8x32_epi32(v, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+inline __m256i order_halves(__m256i v) { return _mm256_permute4x64_epi64(v, 0xD8); }
+template <>
+struct Pack<uint8_t> {
+  static constexpr size_t K = 4;
+  static VecI pack(const VecI (&v)[K]) {
+    return _mm256_packus_epi16(_mm256_packs_epi32(v[0], v[1]), _mm256_packs_epi32(v[2], v[3]));
+  }
+  static VecI order(VecI v) { return order_quarters(v); }
+};
+template <>
+struct Pack<int8_t> {
+  static constexpr size_t K = 4;
+  static VecI pack(const VecI (&v)[K]) {
+    return _mm256_packs_epi16(_mm256_packs_epi32(v[0], v[1]), _mm256_packs_epi32(v[2], v[3]));
+  }
+  static VecI order(VecI v) { return order_quarters(v); }
+};
+template <>
+struct Pack<uint16_t> {
+  static constexpr size_t K = 2;
+  static VecI pack(const VecI (&v)[K]) { return _mm256_packus_epi32(v[0], v[1]); }
+  static VecI order(VecI v) { return order_halves(v); }
+};
+template <>
+struct Pack<int16_t> {
+  static constexpr size_t K = 2;
+  static VecI pack(const VecI (&v)[K]) { return _mm256_packs_epi32(v[0], v[1]); }
+  static VecI order(VecI v) { return order_halves(v); }
+};
+#endif
+//: 32-bit results: stored as they are.
+template <class Out>
+struct Pack32 {
+  static constexpr size_t K = 1;
+  static VecI pack(const VecI (&v)[K]) { return v[0]; }
+  static VecI order(VecI v) { return v; }
+};
+template <>
+struct Pack<uint32_t> : Pack32<uint32_t> {};
+template <>
+struct Pack<int32_t> : Pack32<int32_t> {};
+
+//: Elements per step of a kernel writing Out.
+template <class Out>
+constexpr size_t kStep = Pack<Out>::K * kLanes;
+
+//: Elements [0, m) of `src` -> `dst`, m a multiple of kStep<Out>.
+template <class Out, class In, class Lanes>
+inline void pack_steps(const In* src, Out* dst, size_t m, const Lanes& lanes, bool stream) {
+  constexpr size_t K = Pack<Out>::K;
+  for (size_t i = 0; i < m; i += kStep<Out>) {
+    VecI codes[K];
+    for (size_t k = 0; k < K; ++k) codes[k] = lanes.codes(src + i + k * kLanes);
+    store(dst + i, Pack<Out>::order(lanes.finish(Pack<Out>::pack(codes), src + i)), stream);
+  }
+}
+#endif
+
+//: Where the SIMD steps of a call start and stop: with streaming stores, after a head that
+//: brings `dst` to a vector boundary.  (None in the baseline build.)
+struct PackRange {
+  size_t head = 0;   // elements before the first step (the portable form)
+  size_t steps = 0;  // elements the steps take, from `head`
+  bool stream = false;
+};
+
+template <class Out>
+inline PackRange pack_range(const Out* dst, size_t n) {
+  PackRange r;
+#if defined(CASTLIKE_PACK_SIMD)
+  r.stream = sizeof(Out) < 4 && n * sizeof(Out) >= kStreamBytes;
+  if (r.stream) {
+    // dst is aligned to its element (the module checks it): whole elements reach the boundary.
+    const size_t misaligned = reinterpret_cast<uintptr_t>(dst) % kVecBytes;
+    r.head = std::min(n, (kVecBytes - misaligned) % kVecBytes / sizeof(Out));
+  }
+  r.steps = (n - r.head) / kStep<Out> * kStep<Out>;
+#else
+  (void)dst;
+  (void)n;
+#endif
+  return r;
+}
+
+//: Streaming stores are weakly ordered: fence them before the call returns (and before the
+//: thread pool reports the chunk done).
+inline void end_stream(bool stream) {
+#if defined(CASTLIKE_PACK_SIMD)
+  if (stream) _mm_sfence();
+#else
+  (void)stream;
+#endif
+}
+
+//: The whole of a kernel: head and tail through `one` (the portable form, Out(In)), the rest
+//: through the SIMD steps of `lanes`.
+template <class In, class Out, class Lanes, class One>
+inline void run_packed(const In* src, Out* dst, size_t n, const Lanes& lanes, const One& one) {
+  const PackRange r = pack_range(dst, n);
+  for (size_t i = 0; i < r.head; ++i) dst[i] = one(src[i]);
+#if defined(CASTLIKE_PACK_SIMD)
+  pack_steps(src + r.head, dst + r.head, r.steps, lanes, r.stream);
+#else
+  (void)lanes;
+#endif
+  for (size_t i = r.head + r.steps; i < n; ++i) dst[i] = one(src[i]);
+  end_stream(r.stream);
+}
+
+#if defined(CASTLIKE_PACK_AVX512)
+//: 8 DOUBLEs -> their FLOAT bits rounded to odd (see float32_odd_block), in a register.
+inline __m256i float32_odd8(const uint64_t* p) {
+  const __m512d x = _mm512_loadu_pd(p);
+  const __m256 truncated =
+      _mm512_maskz_cvt_roundpd_ps(__mmask8(0xFF), x, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+  const __m512d back = _mm512_maskz_cvtps_pd(__mmask8(0xFF), truncated);
+  const __mmask8 inexact = _mm512_cmp_pd_mask(back, x, _CMP_NEQ_UQ);
+  const __m256i bits = _mm256_castps_si256(truncated);
+  return _mm256_mask_or_epi32(bits, inexact, bits, _mm256_set1_epi32(1));
+}
+//: 8 DOUBLEs -> their nearest FLOATs' bits.
+inline __m256i float32_nearest8(const uint64_t* p) {
+  return _mm256_castps_si256(_mm512_maskz_cvtpd_ps(__mmask8(0xFF), _mm512_loadu_pd(p)));
+}
+#endif
+
+#if defined(CASTLIKE_PACK_AVX2)
+//: DOUBLE -> FLOAT bits, truncated by the conversion (the caller has set MXCSR to round toward
+//: zero around this call: a separate function, so that no conversion moves across that) with
+//: the last bit set where the value came back different; 8 at a time, returns how many done.
+__attribute__((noinline)) inline size_t float32_odd_steps_toward_zero(const uint64_t* src,
+                                                                      uint32_t* dst, size_t m) {
+  const __m256i pairs = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+  size_t j = 0;
+  for (; j + 8 <= m; j += 8) {
+    const __m256d x0 = _mm256_loadu_pd(reinterpret_cast<const double*>(src + j));
+    const __m256d x1 = _mm256_loadu_pd(reinterpret_cast<const double*>(src + j + 4));
+    const __m128 t0 = _mm256_cvtpd_ps(x0), t1 = _mm256_cvtpd_ps(x1);
+    const __m256i inexact0 = _mm256_castpd_si256(_mm256_cmp_pd(_mm256_cvtps_pd(t0), x0, _CMP_NEQ_UQ));
+    const __m256i inexact1 = _mm256_castpd_si256(_mm256_cmp_pd(_mm256_cvtps_pd(t1), x1, _CMP_NEQ_UQ));
+    // 0 or 1 per element: x0's in the even 32-bit halves, x1's in the odd ones, then in order.
+    const __m256i bits = _mm256_permutevar8x32_epi32(
+        _mm256_blend_epi32(_mm256_srli_epi64(inexact0, 63),
+                           _mm256_slli_epi64(_mm256_srli_epi64(inexact1, 63), 32), 0xAA),
+        pairs);
+    const __m256i truncated = _mm256_castps_si256(_mm256_set_m128(t1, t0));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + j), _mm256_or_si256(truncated, bits));
+  }
+  return j;
+}
+#endif
+
+//: FLOAT bits of DOUBLEs, a block at a time: rounded to odd (one correct rounding later, to
+//: any precision of 22 bits or fewer) or to nearest (the profiles that round wide sources
+//: through FLOAT first, a plain loop that the compiler vectorises).
+//:
+//: To odd: the conversion truncates (rounding toward zero, which also gives FLOAT's largest
+//: value for every finite DOUBLE beyond it), and the last bit is set where the value came back
+//: different (NaN included, which stays NaN).  AVX-512 names the rounding in the instruction;
+//: AVX2 takes it from MXCSR, set to toward zero for the steps and restored before the portable
+//: tail, which needs round to nearest.
+inline void float32_odd_block(const uint64_t* src, uint32_t* dst, size_t m) {
+  size_t j = 0;
+#if defined(CASTLIKE_PACK_AVX512)
+  for (; j + 8 <= m; j += 8) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + j), float32_odd8(src + j));
+  }
+#elif defined(CASTLIKE_PACK_AVX2)
+  const unsigned int csr = _mm_getcsr();
+  _mm_setcsr((csr & ~0x6000u) | 0x6000u);  // rounding control: toward zero
+  j = float32_odd_steps_toward_zero(src, dst, m);
+  _mm_setcsr(csr);
+#endif
+  for (; j < m; ++j) dst[j] = float32_odd_bits(bit_cast<double>(src[j]));
+}
+inline void float32_nearest_block(const uint64_t* src, uint32_t* dst, size_t m) {
+  for (size_t j = 0; j < m; ++j) {
+    dst[j] = bit_cast<uint32_t>(static_cast<float>(bit_cast<double>(src[j])));
+  }
+}
+
+//: A kernel over FLOAT bits run on DOUBLE sources: each block of DOUBLEs becomes FLOAT bits (in
+//: the first-level cache) and then goes through the FLOAT kernel, so memory is crossed once.
+template <class Out, class Lanes, class One>
+inline void run_packed_from_double(const uint64_t* src, Out* dst, size_t n, bool nearest,
+                                   const Lanes& lanes, const One& one) {
+  constexpr size_t kBlock = 1024;  // a multiple of every step
+  alignas(64) uint32_t bits[kBlock];
+  const auto convert = [&](size_t i, size_t m) {
+    if (nearest) {
+      float32_nearest_block(src + i, bits, m);
+    } else {
+      float32_odd_block(src + i, bits, m);
+    }
+  };
+  const PackRange r = pack_range(dst, n);
+  if (r.head > 0) {
+    convert(0, r.head);
+    for (size_t j = 0; j < r.head; ++j) dst[j] = one(bits[j]);
+  }
+  const size_t steps_end = r.head + r.steps;
+  for (size_t i = r.head; i < n; i += kBlock) {
+    const size_t m = std::min(kBlock, n - i);
+    convert(i, m);
+    const size_t done = std::min(m, steps_end > i ? steps_end - i : 0);
+#if defined(CASTLIKE_PACK_SIMD)
+    pack_steps(bits, dst + i, done, lanes, r.stream);
+#else
+    (void)lanes;
+#endif
+    for (size_t j = done; j < m; ++j) dst[i + j] = one(bits[j]);
+  }
+  end_stream(r.stream);
+}
+
+}  // namespace castlike

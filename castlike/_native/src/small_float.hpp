@@ -1,0 +1,396 @@
+// FLOAT (and DOUBLE, through FLOAT) -> the small float formats by arithmetic, exactly:
+// the float8 types, FLOAT6E2M3, FLOAT6E3M2, FLOAT4E2M1 (SmallFloat) and FLOAT8E8M0 (E8M0).
+//
+// One template per family, for every format: the format (its mantissa bits, smallest normal
+// exponent, largest value, sign bit) and every result that a rule decides (what NaN, Inf, an
+// overflow and a zero become) arrive at run time in Params, from castlike._native.routes,
+// which reads them off the spec's FLOAT class table.  What is written here is rounding to
+// nearest even at a format's precision, which is the same for every format.
+#pragma once
+
+#include "kernels.hpp"
+#include "simd_pack.hpp"
+
+namespace castlike {
+
+// -- SmallFloat ----------------------------------------------------------------------------------
+//
+// The technique, per element, on the magnitude a = |x| (FLOAT):
+//
+// 1. Clamp: a = min(clamp, a), NaN kept.  `clamp` is the format's largest value where an
+//    overflow gives the largest value (saturating before rounding is exact: everything between
+//    the largest value and the next midpoint rounds to it anyway), else the value one code
+//    above it (E5M2's Inf, E4M3FN's NaN, FNUZ's 0x80), which every larger value then reaches.
+// 2. Round once: add P = 2**(max(e, min_exponent) + 23 - M) for a's exponent e.  The sum lies
+//    in [P, 2P], where FLOAT's quantum is 2**(max(e, min_exponent) - M): the format's quantum
+//    at a, subnormals included.  The hardware's round to nearest even (FpEnvGuard) rounds a
+//    there, once.
+// 3. Read the code: the sum's bits are P's exponent field above a / quantum (M + 1 bits, or
+//    M + 2 where a rounded up to the next binade), and the format's code is that integer plus
+//    the exponent's distance from min_exponent, times 2**M:
+//        code = (sum >> (23 - M)) + (sum & (2**(23 - M) - 1)) - ((min_exponent + 150 - M) << M)
+//    which is the next binade's code by itself when the rounding carried.  A NaN's sum is a NaN
+//    whose code lies far above every finite one.
+// 4. Cap: min(code, cap_code) makes every NaN the cap code (packing to bytes has already
+//    saturated it to 255).  Then the sign bit of the format is set for negative inputs.
+// 5. Specials: with kFixedSpecials, the codes 0 and cap_code take their results from Params,
+//    by sign (FNUZ's unsigned zero, the finite-only formats' NaN); otherwise routes checked
+//    that they are the code with the sign bit, as every other code is.
+//
+// With kInfIsNan, +-Inf become NaN before the clamp (FNUZ with saturate, opset 19-23, R2).
+
+//: Variant flags of SmallFloat (the kernel's `variant` is their sum; routes.py mirrors them).
+enum SmallFloatFlag : int {
+  kFixedSpecials = 1,      // the codes 0 and cap_code take their results from Params
+  kInfIsNan = 2,           // +-Inf -> NaN before the clamp
+  kNearestFloatFirst = 4,  // DOUBLE: to the nearest FLOAT first (else rounded to odd: once)
+};
+
+//: The run-time constants of one format and mode.
+struct SmallFloatCodes {
+  float clamp;
+  uint32_t floor_bits;   // FLOAT bits of 2**min_exponent: P's exponent is at least this one's
+  uint32_t p_offset;     // (23 - M) << 23: P's exponent field over a's
+  uint32_t shift;        // 23 - M
+  uint32_t low;          // 2**(23 - M) - 1
+  uint32_t code_offset;  // (min_exponent + 150 - M) << M
+  uint32_t cap;
+  uint8_t sign;
+  uint8_t zero[2], capped[2];  // the results of code 0 and of cap_code, positive and negative
+
+  explicit SmallFloatCodes(const Params& p)
+      : clamp(float(p.hi)),
+        floor_bits(uint32_t(p.min_exponent + 127) << 23),
+        p_offset(uint32_t(23 - p.mantissa_bits) << 23),
+        shift(uint32_t(23 - p.mantissa_bits)),
+        low((uint32_t{1} << (23 - p.mantissa_bits)) - 1),
+        code_offset(uint32_t(p.min_exponent + 150 - p.mantissa_bits) << p.mantissa_bits),
+        cap(uint32_t(p.cap_code)),
+        sign(uint8_t(p.sign_mask)),
+        zero{uint8_t(p.zero_results[0]), uint8_t(p.zero_results[1])},
+        capped{uint8_t(p.cap_results[0]), uint8_t(p.cap_results[1])} {}
+
+  //: Steps 1-3 on a magnitude's FLOAT bits (at most 0x7FFFFFFF); beyond the cap for NaN.
+  uint32_t magnitude_code(uint32_t a_bits) const {
+    const float a = bit_cast<float>(a_bits);
+    const float clamped = clamp < a ? clamp : a;  // a NaN compares false and stays
+    const uint32_t c_bits = bit_cast<uint32_t>(clamped);
+    const uint32_t p = (std::max(c_bits, floor_bits) & Float32::INF) + p_offset;  // NaN: wraps
+    const uint32_t sum = bit_cast<uint32_t>(clamped + bit_cast<float>(p));
+    return (sum >> shift) + (sum & low) - code_offset;
+  }
+
+  //: The whole of one element, the portable form (also the SIMD kernels' head and tail).
+  template <int Flags>
+  uint8_t one(uint32_t bits) const {
+    uint32_t a = bits & ~Float32::SIGN;
+    if constexpr ((Flags & kInfIsNan) != 0) a = a == Float32::INF ? 0x7FC00000u : a;
+    const uint32_t code = std::min(magnitude_code(a), cap);
+    const int negative = (bits & Float32::SIGN) != 0 ? 1 : 0;
+    if constexpr ((Flags & kFixedSpecials) != 0) {
+      if (code == 0) return zero[negative];
+      if (code == cap) return capped[negative];
+    }
+    return uint8_t(code | (negative != 0 ? sign : 0u));
+  }
+};
+
+#if defined(CASTLIKE_PACK_AVX512)
+template <int Flags>
+struct SmallFloatLanes {
+  __m512 clamp;
+  __m512i magnitude, exponent, floor, p_offset, shift, low, code_offset, inf, one;
+  __m512i cap, sign, zero_pos, zero_neg, cap_pos, cap_neg;  // bytes
+  explicit SmallFloatLanes(const SmallFloatCodes& k)
+      : clamp(_mm512_set1_ps(k.clamp)),
+        magnitude(_mm512_set1_epi32(0x7FFFFFFF)),
+        exponent(_mm512_set1_epi32(int(Float32::INF))),
+        floor(_mm512_set1_epi32(int(k.floor_bits))),
+        p_offset(_mm512_set1_epi32(int(k.p_offset))),
+        shift(_mm512_set1_epi32(int(k.shift))),
+        low(_mm512_set1_epi32(int(k.low))),
+        code_offset(_mm512_set1_epi32(int(k.code_offset))),
+        inf(_mm512_set1_epi32(int(Float32::INF))),
+        one(_mm512_set1_epi32(1)),
+        cap(_mm512_set1_epi8(char(k.cap))),
+        sign(_mm512_set1_epi8(char(k.sign))),
+        zero_pos(_mm512_set1_epi8(char(k.zero[0]))),
+        zero_neg(_mm512_set1_epi8(char(k.zero[1]))),
+        cap_pos(_mm512_set1_epi8(char(k.capped[0]))),
+        cap_neg(_mm512_set1_epi8(char(k.capped[1]))) {}
+
+  __m512i codes(const uint32_t* p) const {
+    __m512i a = _mm512_and_si512(_mm512_loadu_si512(p), magnitude);
+    if constexpr ((Flags & kInfIsNan) != 0) {
+      // Inf + 1 is a signalling NaN, which the addition below quiets.
+      a = _mm512_mask_add_epi32(a, _mm512_cmpeq_epi32_mask(a, inf), a, one);
+    }
+    // minps returns its second operand when either is NaN: a NaN stays.
+    const __m512 clamped = min_ps(clamp, _mm512_castsi512_ps(a));
+    const __m512i c = _mm512_castps_si512(clamped);
+    const __m512i power =
+        _mm512_add_epi32(_mm512_and_si512(max_epu32(c, floor), exponent), p_offset);
+    const __m512i sum = _mm512_castps_si512(_mm512_add_ps(clamped, _mm512_castsi512_ps(power)));
+    return _mm512_sub_epi32(
+        _mm512_add_epi32(srlv_epi32(sum, shift), _mm512_and_si512(sum, low)),
+        code_offset);
+  }
+
+  //: The step's 64 codes (packed as Pack<uint8_t> packs) with the sign, capped, specials.
+  __m512i finish(__m512i bytes, const uint32_t* p) const {
+    const __m512i code = _mm512_min_epu8(bytes, cap);
+    // The inputs again (from the first-level cache), packed the same way with signed
+    // saturation, which keeps each one's sign in the top bit of its byte.
+    const auto at = [p](size_t k) { return _mm512_loadu_si512(p + k * kLanes); };
+    const __m512i signs = _mm512_packs_epi16(_mm512_packs_epi32(at(0), at(1)),
+                                             _mm512_packs_epi32(at(2), at(3)));
+    const __mmask64 negative = _mm512_movepi8_mask(signs);
+    __m512i out = _mm512_or_si512(code, _mm512_maskz_mov_epi8(negative, sign));
+    if constexpr ((Flags & kFixedSpecials) != 0) {
+      const __m512i zero = _mm512_mask_blend_epi8(negative, zero_pos, zero_neg);
+      out = _mm512_mask_mov_epi8(out, _mm512_testn_epi8_mask(code, code), zero);
+      const __m512i capped = _mm512_mask_blend_epi8(negative, cap_pos, cap_neg);
+      out = _mm512_mask_mov_epi8(out, _mm512_cmpeq_epi8_mask(code, cap), capped);
+    }
+    return out;
+  }
+};
+#elif defined(CASTLIKE_PACK_AVX2)
+template <int Flags>
+struct SmallFloatLanes {
+  __m256 clamp;
+  __m256i magnitude, exponent, floor, p_offset, shift, low, code_offset, inf;
+  __m256i cap, sign, zero_pos, zero_neg, cap_pos, cap_neg;  // bytes
+  explicit SmallFloatLanes(const SmallFloatCodes& k)
+      : clamp(_mm256_set1_ps(k.clamp)),
+        magnitude(_mm256_set1_epi32(0x7FFFFFFF)),
+        exponent(_mm256_set1_epi32(int(Float32::INF))),
+        floor(_mm256_set1_epi32(int(k.floor_bits))),
+        p_offset(_mm256_set1_epi32(int(k.p_offset))),
+        shift(_mm256_set1_epi32(int(k.shift))),
+        low(_mm256_set1_epi32(int(k.low))),
+        code_offset(_mm256_set1_epi32(int(k.code_offset))),
+        inf(_mm256_set1_epi32(int(Float32::INF))),
+        cap(_mm256_set1_epi8(char(k.cap))),
+        sign(_mm256_set1_epi8(char(k.sign))),
+        zero_pos(_mm256_set1_epi8(char(k.zero[0]))),
+        zero_neg(_mm256_set1_epi8(char(k.zero[1]))),
+        cap_pos(_mm256_set1_epi8(char(k.capped[0]))),
+        cap_neg(_mm256_set1_epi8(char(k.capped[1]))) {}
+
+  __m256i codes(const uint32_t* p) const {
+    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    __m256i a = _mm256_and_si256(x, magnitude);
+    if constexpr ((Flags & kInfIsNan) != 0) {
+      a = _mm256_sub_epi32(a, _mm256_cmpeq_epi32(a, inf));  // Inf + 1: a signalling NaN
+    }
+    const __m256 clamped = _mm256_min_ps(clamp, _mm256_castsi256_ps(a));  // a NaN stays
+    const __m256i c = _mm256_castps_si256(clamped);
+    const __m256i power =
+        _mm256_add_epi32(_mm256_and_si256(_mm256_max_epu32(c, floor), exponent), p_offset);
+    const __m256i sum = _mm256_castps_si256(_mm256_add_ps(clamped, _mm256_castsi256_ps(power)));
+    return _mm256_sub_epi32(
+        _mm256_add_epi32(_mm256_srlv_epi32(sum, shift), _mm256_and_si256(sum, low)),
+        code_offset);
+  }
+
+  __m256i finish(__m256i bytes, const uint32_t* p) const {
+    const __m256i code = _mm256_min_epu8(bytes, cap);
+    const auto at = [p](size_t k) {
+      return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + k * kLanes));
+    };
+    const __m256i signs = _mm256_packs_epi16(_mm256_packs_epi32(at(0), at(1)),
+                                             _mm256_packs_epi32(at(2), at(3)));
+    const __m256i negative = _mm256_cmpgt_epi8(_mm256_setzero_si256(), signs);
+    __m256i out = _mm256_or_si256(code, _mm256_and_si256(negative, sign));
+    if constexpr ((Flags & kFixedSpecials) != 0) {
+      const __m256i zero = _mm256_blendv_epi8(zero_pos, zero_neg, negative);
+      out = _mm256_blendv_epi8(out, zero, _mm256_cmpeq_epi8(code, _mm256_setzero_si256()));
+      const __m256i capped = _mm256_blendv_epi8(cap_pos, cap_neg, negative);
+      out = _mm256_blendv_epi8(out, capped, _mm256_cmpeq_epi8(code, cap));
+    }
+    return out;
+  }
+};
+#else
+template <int Flags>
+struct SmallFloatLanes {
+  explicit SmallFloatLanes(const SmallFloatCodes&) {}
+};
+#endif
+
+//: FLOAT (FloatBits) or DOUBLE (DoubleBits) -> a small float with a sign bit, by arithmetic.
+//: Reads `hi` (the clamp), `mantissa_bits`, `min_exponent`, `cap_code`, `sign_mask`,
+//: `zero_results`, `cap_results`; Flags as SmallFloatFlag.
+template <class Source, int Flags>
+struct SmallFloat {
+  using InT = typename Source::T;
+  using OutT = uint8_t;
+  static constexpr int kVariant = Flags;
+  SmallFloatCodes k;
+  explicit SmallFloat(const Params& p) : k(p) {}
+  void block(const InT* src, uint8_t* dst, size_t n) const {
+    const SmallFloatLanes<Flags> lanes(k);
+    const auto one = [this](uint32_t bits) { return k.template one<Flags>(bits); };
+    if constexpr (std::is_same_v<Source, FloatBits>) {
+      run_packed(src, dst, n, lanes, one);
+    } else {
+      run_packed_from_double(src, dst, n, (Flags & kNearestFloatFirst) != 0, lanes, one);
+    }
+  }
+};
+
+// -- E8M0 ----------------------------------------------------------------------------------------
+//
+// FLOAT8E8M0's code is a FLOAT exponent field: 2**(code - 127).  For x > 0:
+//
+// * up: ceil(log2 x) + 127.  Double x first, exactly (an FMA with +0, which also turns -0 into
+//   +0; x >= 2**127 overflows to Inf, which then gives 254, the largest code, as saturation
+//   wants); then (bits - 1) >> 23 is ceil(log2 2x) - 1 + 127, subnormal x included;
+// * nearest (ties up, at 1.5 * 2**k): (bits(2x) - 2**22) >> 23, the mantissa's top bit
+//   carrying into the exponent;
+// * down: floor(log2 x) + 127 = the exponent field of x itself (0 for FLOAT's subnormals,
+//   which all lie below 2**-126), with Inf clamped to FLOAT's largest value first.
+//
+// NaN and every negative x (R6's castlike choice) are merged by an unsigned minimum with a
+// bit pattern just above Inf's, whose code is 255, the NaN; zero and x < 2**-127 give -1,
+// which the saturating pack makes 0, the smallest code.  That is saturate on.  With saturate
+// off, every x outside [2**-127, 2**127] (zero and Inf included, judged on x itself) becomes
+// that NaN pattern instead.  routes checks these results against the spec's table before it
+// picks this kernel.
+
+//: E8M0's round modes (routes.py mirrors them); the kernel's variant is 2 * round + (saturate
+//: ? 0 : 1).
+enum class E8M0Round : int { kUp = 0, kDown = 1, kNearest = 2 };
+
+template <int Variant>
+struct E8M0Codes {
+  static constexpr E8M0Round kRound = E8M0Round(Variant / 2);
+  static constexpr bool kSaturate = Variant % 2 == 0;
+  //: A pattern whose code is 255 (NaN); at or above Inf's, so that the minimum keeps Inf.
+  static constexpr uint32_t kNanPattern = kRound == E8M0Round::kNearest ? 0x7FC00000u : 0x7F800001u;
+  //: What is subtracted before the shift (see above).
+  static constexpr uint32_t kOffset =
+      kRound == E8M0Round::kUp ? 1u : (kRound == E8M0Round::kNearest ? 0x00400000u : 0u);
+  //: FLOAT bits of 2**-127 and 2**127: the range, judged on x.
+  static constexpr uint32_t kLowest = 0x00400000u;
+  static constexpr uint32_t kHighest = 0x7F000000u;
+
+  static uint8_t one(uint32_t bits) {
+    const float x = bit_cast<float>(bits);
+    float y;
+    if constexpr (kRound == E8M0Round::kDown) {
+      y = x + 0.0f;  // -0 -> +0
+      y = std::numeric_limits<float>::max() < y ? std::numeric_limits<float>::max() : y;
+    } else {
+      y = x * 2.0f + 0.0f;  // exact; -0 -> +0
+    }
+    uint32_t w = bit_cast<uint32_t>(y);
+    if constexpr (kSaturate) {
+      w = std::min(w, kNanPattern);
+    } else {
+      w = bits - kLowest <= kHighest - kLowest ? w : kNanPattern;
+    }
+    return w < kOffset ? uint8_t{0} : uint8_t((w - kOffset) >> 23);
+  }
+};
+
+#if defined(CASTLIKE_PACK_AVX512)
+template <int Variant>
+struct E8M0Lanes {
+  using C = E8M0Codes<Variant>;
+  __m512 two, zero, largest;
+  __m512i nan_pattern, offset, lowest, range;
+  E8M0Lanes()
+      : two(_mm512_set1_ps(2.0f)),
+        zero(_mm512_setzero_ps()),
+        largest(_mm512_set1_ps(std::numeric_limits<float>::max())),
+        nan_pattern(_mm512_set1_epi32(int(C::kNanPattern))),
+        offset(_mm512_set1_epi32(int(C::kOffset))),
+        lowest(_mm512_set1_epi32(int(C::kLowest))),
+        range(_mm512_set1_epi32(int(C::kHighest - C::kLowest))) {}
+
+  __m512i codes(const uint32_t* p) const {
+    const __m512i x = _mm512_loadu_si512(p);
+    const __m512 v = _mm512_castsi512_ps(x);
+    __m512 y;
+    if constexpr (C::kRound == E8M0Round::kDown) {
+      y = min_ps(largest, _mm512_add_ps(v, zero));
+    } else {
+      y = _mm512_fmadd_ps(v, two, zero);
+    }
+    __m512i w = _mm512_castps_si512(y);
+    if constexpr (C::kSaturate) {
+      w = min_epu32(w, nan_pattern);
+    } else {
+      const __mmask16 in_range =
+          _mm512_cmple_epu32_mask(_mm512_sub_epi32(x, lowest), range);
+      w = _mm512_mask_mov_epi32(nan_pattern, in_range, w);
+    }
+    if constexpr (C::kOffset != 0) w = _mm512_sub_epi32(w, offset);
+    return srai_epi32<23>(w);  // -1 below the range: packed to 0
+  }
+  __m512i finish(__m512i bytes, const uint32_t*) const { return bytes; }
+};
+#elif defined(CASTLIKE_PACK_AVX2)
+template <int Variant>
+struct E8M0Lanes {
+  using C = E8M0Codes<Variant>;
+  __m256 two, zero, largest;
+  __m256i nan_pattern, offset, lowest, range;
+  E8M0Lanes()
+      : two(_mm256_set1_ps(2.0f)),
+        zero(_mm256_setzero_ps()),
+        largest(_mm256_set1_ps(std::numeric_limits<float>::max())),
+        nan_pattern(_mm256_set1_epi32(int(C::kNanPattern))),
+        offset(_mm256_set1_epi32(int(C::kOffset))),
+        lowest(_mm256_set1_epi32(int(C::kLowest))),
+        range(_mm256_set1_epi32(int(C::kHighest - C::kLowest))) {}
+
+  __m256i codes(const uint32_t* p) const {
+    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    const __m256 v = _mm256_castsi256_ps(x);
+    __m256 y;
+    if constexpr (C::kRound == E8M0Round::kDown) {
+      y = _mm256_min_ps(largest, _mm256_add_ps(v, zero));
+    } else {
+      y = _mm256_fmadd_ps(v, two, zero);
+    }
+    __m256i w = _mm256_castps_si256(y);
+    if constexpr (C::kSaturate) {
+      w = _mm256_min_epu32(w, nan_pattern);
+    } else {
+      const __m256i shifted = _mm256_sub_epi32(x, lowest);
+      const __m256i in_range = _mm256_cmpeq_epi32(_mm256_min_epu32(shifted, range), shifted);
+      w = _mm256_blendv_epi8(nan_pattern, w, in_range);
+    }
+    if constexpr (C::kOffset != 0) w = _mm256_sub_epi32(w, offset);
+    return _mm256_srai_epi32(w, 23);
+  }
+  __m256i finish(__m256i bytes, const uint32_t*) const { return bytes; }
+};
+#else
+template <int Variant>
+struct E8M0Lanes {};
+#endif
+
+//: FLOAT or DOUBLE (rounded to odd into FLOAT: R6's thresholds are FLOAT values with an even
+//: last bit, which rounding to odd never reaches from elsewhere) -> FLOAT8E8M0 by R6.
+template <class Source, int Variant>
+struct E8M0 {
+  using InT = typename Source::T;
+  using OutT = uint8_t;
+  static constexpr int kVariant = Variant;
+  explicit E8M0(const Params&) {}
+  void block(const InT* src, uint8_t* dst, size_t n) const {
+    const E8M0Lanes<Variant> lanes;
+    const auto one = [](uint32_t bits) { return E8M0Codes<Variant>::one(bits); };
+    if constexpr (std::is_same_v<Source, FloatBits>) {
+      run_packed(src, dst, n, lanes, one);
+    } else {
+      run_packed_from_double(src, dst, n, false, lanes, one);
+    }
+  }
+};
+
+}  // namespace castlike
