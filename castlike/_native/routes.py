@@ -147,6 +147,10 @@ def _sub_byte(r: Route, key: str) -> tuple[str, dict[str, Any]]:
 def _ieee(r: Route, key: str) -> tuple[str, dict[str, Any]]:
     source, target = r.source, r.target
     if target.code == _T.FLOAT16:
+        if source.is_integer:  # clipped where every integer beyond becomes Inf: exact in FLOAT
+            bound = target.fmt.overflow_integer
+            clip = {"ilo": max(source.int_min, -bound), "ihi": min(source.int_max, bound)}
+            return f"float16:{key}:u16", clip
         return f"float16:{key}:u16", {}
     if source.code == target.code:  # the same type: a copy of the bits
         return f"int_to_int:u{source.bits}:u{source.bits}", {"mask": (1 << source.bits) - 1}
@@ -188,6 +192,9 @@ def _small_float(r: Route, key: str) -> tuple[str, dict[str, Any]]:
     table = float32_class_table(target, mode)
     params = {"table": table, "class_bits": FLOAT32_CLASS_BITS}
     params["variant"] = _CLASS_VARIANTS[r.float_bits]
+    if r.float_bits is FloatBits.CLAMPED_INTEGER:
+        assert r.clip is not None
+        params.update(ilo=r.clip[0], ihi=r.clip[1])
     return f"float_class:{key}:u8", params
 
 
@@ -414,7 +421,7 @@ def _from_bool(source: TypeSpec, target: TypeSpec, r: Route) -> tuple[str, dict[
     if t is _T.FLOAT or t is _T.DOUBLE:
         return f"convert:b8:f{target.bits}", {}
     if t is _T.FLOAT16:
-        return "float16:b8:u16", {}
+        return "float16:b8:u16", {"ilo": 0, "ihi": 1}  # the byte is 0 or 1 by then
     if t is _T.BFLOAT16:
         return "bfloat16:b8:u16", {}
     return "gather:u8:u8", {"table": byte_table(source, target, r.mode), "mask": 0xFF}

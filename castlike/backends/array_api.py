@@ -84,7 +84,7 @@ _FLOAT_OVERFLOW = float(_FLOAT.fmt.nearest_overflow)
 _FLOAT16_OVERFLOW = float(_FLOAT16.fmt.nearest_overflow)
 #: An integer clipped to +-this keeps its FLOAT16 result (this one and beyond are Inf) and is
 #: exact in FLOAT.
-_FLOAT16_INT_CLIP = math.ceil(_FLOAT16.fmt.nearest_overflow)
+_FLOAT16_INT_CLIP = _FLOAT16.fmt.overflow_integer
 
 
 class ArrayApiAdapter(Adapter):

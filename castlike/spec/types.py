@@ -7,6 +7,7 @@ encodings), never a backend's dtype objects.  Backends bind these records to the
 from __future__ import annotations
 
 import enum
+import math
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import cached_property
@@ -161,6 +162,12 @@ class FloatFormat:
         exponent = ((self.max_bits >> m) & ((1 << self.exponent_bits) - 1)) - self.bias
         half_ulp = Fraction(2) ** (exponent - m - 1)
         return self.max_value + half_ulp
+
+    @cached_property
+    def overflow_integer(self) -> int:
+        """The least integer that rounds to nearest beyond :attr:`max_value` (to Inf in the
+        IEEE formats): an integer clipped to +-this one keeps its result."""
+        return math.ceil(self.nearest_overflow)
 
     @cached_property
     def exact_integer_bound(self) -> int:

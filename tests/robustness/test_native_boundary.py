@@ -155,6 +155,33 @@ _CASES: list[tuple[str, str, str]] = [
         "ValueError: float_to_sub_byte:f32:u8: hi must be from 0 to below 2**31, got inf",
     ),
     (
+        "int-to-float16-without-clip",
+        "K('float16:i32:u16')",
+        "ValueError: float16:i32:u16: ilo < ihi within the int32 range, got 0 and 0",
+    ),
+    (
+        "int-to-float16-clip-beyond-source",
+        "K('float16:u8:u16', ilo=-1, ihi=255)",
+        "ValueError: float16:u8:u16: ilo < ihi within the uint8 range, got -1 and 255",
+    ),
+    (
+        "bool-to-float16-without-clip",
+        "K('float16:b8:u16')",
+        "ValueError: float16:b8:u16: ilo < ihi within the uint8 range, got 0 and 0",
+    ),
+    (
+        "int-class-clip-without-bounds",
+        "K('float_class:i64:u8', table=CLASSES, class_bits=19, variant=1)",
+        "ValueError: float_class:i64:u8: ilo < ihi within the int64 range, got 0 and 0",
+    ),
+    (
+        "int-class-clip-with-bounds",
+        "k = K('float_class:i32:u8', table=CLASSES, class_bits=19, variant=1, ilo=-2**24, "
+        "ihi=2**24); out = np.empty(2, np.uint8); "
+        "k(np.array([2**31 - 1, -2**31], np.int32), out, 1); assert list(out) == [0x7E, 0xFE]",
+        "ok",
+    ),
+    (
         "mask-beyond-64-bits",
         "K('nonzero:u8:u8', mask=2**64 + 1)",
         "OverflowError: int too big to convert",

@@ -212,23 +212,20 @@ struct Integer {
 
 //: Source value -> FLOAT bits that carry the single rounding (rounded to odd).  DOUBLE, Variant
 //: 1: the nearest FLOAT instead (the profiles that round wide sources through FLOAT first).
-//: Integers, Variant 1: clamped to +-2**24 first, which keeps every result of a target whose
-//: largest value is below 2**24 and makes the integer exact in FLOAT.
+//: Integers, Variant 1: clamped to [`lo`, `hi`] first (the route's clip, +-2**24 within the
+//: source's range), which keeps every result of a target whose largest value is below the bound
+//: and makes the integer exact in FLOAT.
 template <class Source, int Variant>
-inline uint32_t float32_bits_for_class(typename Source::T x) {
+inline uint32_t float32_bits_for_class(typename Source::T x,
+                                       [[maybe_unused]] typename Source::T lo,
+                                       [[maybe_unused]] typename Source::T hi) {
   if constexpr (std::is_same_v<Source, FloatBits>) {
     return x;
   } else if constexpr (std::is_same_v<Source, DoubleBits>) {
     const double d = bit_cast<double>(x);
     return Variant == 1 ? bit_cast<uint32_t>(static_cast<float>(d)) : float32_odd_bits(d);
   } else if constexpr (Variant == 1) {
-    using I = typename Source::T;
-    I clamped = x;
-    if constexpr (sizeof(I) >= 4) {  // 8- and 16-bit integers are exact in FLOAT as they are
-      constexpr I kBound = I(1) << 24;
-      clamped = clamped > kBound ? kBound : clamped;
-      if constexpr (std::is_signed_v<I>) clamped = clamped < -kBound ? I(-kBound) : clamped;
-    }
+    const auto clamped = x < lo ? lo : (x > hi ? hi : x);
     return bit_cast<uint32_t>(static_cast<float>(clamped));
   } else {  // rounded to odd into DOUBLE (exact for 32 bits), then into FLOAT
     return float32_odd_bits(bit_cast<double>(float64_odd_bits_of(x)));
@@ -246,10 +243,14 @@ struct FloatClass {
   static constexpr bool kBlocked = !std::is_same_v<Source, FloatBits>;
   const uint8_t* table;
   int class_bits;
+  InT lo, hi;  // an integer's clip (Variant 1)
   explicit FloatClass(const Params& p)
-      : table(static_cast<const uint8_t*>(p.table)), class_bits(p.class_bits) {}
+      : table(static_cast<const uint8_t*>(p.table)),
+        class_bits(p.class_bits),
+        lo(InT(p.ilo)),
+        hi(InT(p.ihi)) {}
   uint32_t index(InT x) const {
-    return float32_class(float32_bits_for_class<Source, Variant>(x), class_bits);
+    return float32_class(float32_bits_for_class<Source, Variant>(x, lo, hi), class_bits);
   }
 };
 
@@ -363,20 +364,17 @@ struct Float32ToBFloat16 {
   void block(const uint32_t* src, uint16_t* dst, size_t n) const;
 };
 
-//: Integer -> FLOAT16: beyond +-2**17 every integer overflows FLOAT16 to Inf, so clamping there
-//: keeps the result and makes the value exact in FLOAT.
+//: Integer -> FLOAT16: clamped to [`ilo`, `ihi`] first (from the spec: FLOAT16's overflow
+//: threshold, where every integer beyond becomes Inf, within the source's range), which keeps the
+//: result and makes the value exact in FLOAT.
 template <class I>
 struct IntToFloat16 {
   using InT = I;
   using OutT = uint16_t;
-  explicit IntToFloat16(const Params&) {}
+  I lo, hi;
+  explicit IntToFloat16(const Params& p) : lo(I(p.ilo)), hi(I(p.ihi)) {}
   uint16_t operator()(I x) const {
-    I clamped = x;
-    if constexpr (sizeof(I) >= 4) {  // 8- and 16-bit integers are exact in FLOAT as they are
-      constexpr I kBound = I(1) << 17;
-      clamped = clamped > kBound ? kBound : clamped;
-      if constexpr (std::is_signed_v<I>) clamped = clamped < -kBound ? I(-kBound) : clamped;
-    }
+    const I clamped = x < lo ? lo : (x > hi ? hi : x);
     return float16_rne_bits(bit_cast<uint32_t>(static_cast<float>(clamped)));
   }
 };

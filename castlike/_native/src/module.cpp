@@ -140,13 +140,45 @@ struct Check<Gather<In, Out>> {
   }
 };
 
+//: An integer kernel's clip [ilo, ihi]: not empty (the defaults, 0 and 0, would turn every
+//: value into 0) and within the integer type I, so that I(ilo) and I(ihi) are the bounds given.
+template <class I>
+bool clip_within(const Params& p, Why& why) {
+  const bool fits = std::is_signed_v<I>
+                        ? p.ilo >= int64_t(std::numeric_limits<I>::min()) &&
+                              p.ihi <= int64_t(std::numeric_limits<I>::max())
+                        : p.ilo >= 0 && uint64_t(p.ihi) <= std::numeric_limits<I>::max();
+  if (p.ilo >= p.ihi || !fits) {
+    return why.fail("ilo < ihi within the %s%d range, got %lld and %lld",
+                    std::is_signed_v<I> ? "int" : "uint", int(8 * sizeof(I)),
+                    static_cast<long long>(p.ilo), static_cast<long long>(p.ihi));
+  }
+  return true;
+}
+
 //: The FLOAT class table: a class keeps 32 - class_bits bits and a sticky bit, so 2**(33 -
-//: class_bits) entries of one byte.
+//: class_bits) entries of one byte.  An integer source's variant 1 clips first (the check of
+//: variant 0 serves every variant, so it reads the variant asked for).
 template <class Source, int Variant>
 struct Check<FloatClass<Source, Variant>> {
   static bool ok(const Params& p, const Given& given, Why& why) {
+    if constexpr (!std::is_same_v<Source, FloatBits> && !std::is_same_v<Source, DoubleBits>) {
+      if (p.variant == 1 && !clip_within<typename Source::T>(p, why)) return false;
+    }
     return class_bits_in(p, given, 1, 31, why) &&
            table_of(given, uint64_t{1} << (33 - p.class_bits), 1, why);
+  }
+};
+
+//: A BOOL source (0 or 1 after FromBool) is checked as the kernel it feeds.
+template <class Op>
+struct Check<FromBool<Op>> : Check<Op> {};
+
+//: Integer -> FLOAT16 clips to [ilo, ihi] first.
+template <class I>
+struct Check<IntToFloat16<I>> {
+  static bool ok(const Params& p, const Given& given, Why& why) {
+    return no_table_nor_class_bits(given, why) && clip_within<I>(p, why);
   }
 };
 
