@@ -1,11 +1,16 @@
-"""The repeat-call path of :func:`castlike.cast` for NumPy arrays.
+"""The repeat-call path of :func:`castlike.cast` for NumPy arrays and PyTorch CPU tensors.
 
 A cast from Python costs more in resolving its arguments (the type, the opset, the options,
 the adapter, the plan, the kernel) than a small array costs to convert.  Those steps depend
-only on the input's dtype and the arguments, so the first call with a combination does them
-all, through the full validation, and remembers the kernel; later calls with the same
-combination look it up by one dict access and run it.  Only combinations that the full path
-accepted are remembered, so a bad argument always meets the full validation and its error.
+only on the input's dtype (and a CPU tensor's layout) and the arguments, so the first
+call with a combination does them all, through the full validation, and remembers the kernel;
+later calls with the same combination look it up by one dict access and run it.  Only
+combinations that the full path accepted are remembered, so a bad argument always meets the
+full validation and its error.  A remembered function may decline an input (it returns None:
+a case its shortcut does not cover), which then takes the full path.
+
+Under ``torch.compile`` nothing is looked up or remembered: Dynamo would guard on the
+dictionary's contents, and the traced graph must hold the cast itself.
 """
 
 from __future__ import annotations
@@ -16,27 +21,50 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["cached_cast", "clear", "paused", "remember"]
+__all__ = ["cached_cast", "clear", "paused", "remember", "take_tensors"]
 
-#: (dtype, target argument and its type, options and their types) -> the cast to run.
-_CASTS: dict[tuple[Any, ...], Callable[[np.ndarray], np.ndarray]] = {}
+#: (dtype, target argument and its type, options and their types) -> the cast to run (which
+#: returns None for an input it declines).
+_CASTS: dict[tuple[Any, ...], Callable[[Any], Any]] = {}
 #: Options of these exact types only: 1 == True and 19.0 == 19, but only True and 19 are valid.
 _SIMPLE = (str, int, bool, type(None))
 #: How many :func:`paused` blocks are open: inside one, every call takes the full path.
 _PAUSED = 0
 
 
+#: ``torch.Tensor`` and ``torch.compiler.is_compiling``, set by the torch backend when it loads
+#: (:func:`take_tensors`): until then no tensor can have been cast, so none is remembered.
+_TENSOR: type | None = None
+_COMPILING: Callable[[], bool] = bool
+
+
+def take_tensors(tensor_type: type, is_compiling: Callable[[], bool]) -> None:
+    """Let the repeat path take tensors of exactly ``tensor_type`` (the torch backend calls
+    this on import), except while ``is_compiling()``."""
+    global _TENSOR, _COMPILING
+    _TENSOR, _COMPILING = tensor_type, is_compiling
+
+
 def _key(x: Any, to: Any, options: tuple[Any, ...]) -> tuple[Any, ...] | None:
-    if type(x) is not np.ndarray:  # subclasses (masked arrays ...) take the full path
+    kind = type(x)  # subclasses (masked arrays, parameters ...) take the full path
+    if kind is np.ndarray:
+        form: Any = x.dtype
+    elif kind is _TENSOR:
+        if _COMPILING() or not x.is_cpu:  # the kernels run on host memory only
+            return None
+        form = (x.dtype, x.layout)
+    else:
         return None
     if type(to) not in _SIMPLE and not isinstance(to, np.dtype):
         return None
-    if any(type(o) not in _SIMPLE for o in options):
-        return None
-    return (x.dtype, type(to), to, *map(type, options), *options)
+    types = tuple(map(type, options))
+    for option_type in types:  # a loop: a generator's set-up costs more than these few tests
+        if option_type not in _SIMPLE:
+            return None
+    return (form, type(to), to, *types, *options)
 
 
-def cached_cast(x: Any, to: Any, options: tuple[Any, ...]) -> np.ndarray | None:
+def cached_cast(x: Any, to: Any, options: tuple[Any, ...]) -> Any:
     """The result of a cast seen before with the same dtype and arguments, or None."""
     key = _key(x, to, options) if not _PAUSED else None
     if key is None:
@@ -47,13 +75,19 @@ def cached_cast(x: Any, to: Any, options: tuple[Any, ...]) -> np.ndarray | None:
     return found(x)
 
 
-def remember(x: Any, to: Any, options: tuple[Any, ...], run: Callable[[np.ndarray], Any]) -> None:
-    """Remember how the full path cast ``x`` (``run`` takes an array of ``x``'s dtype and casts
-    it as the full path did: the adapter's kernel, not necessarily its engine).  Code that
-    replaces an engine or a rule runs inside :func:`paused`
-    (:func:`castlike.testing.fresh_caches` does)."""
+def remember(
+    x: Any, to: Any, options: tuple[Any, ...], make_run: Callable[[], Callable[[Any], Any] | None]
+) -> None:
+    """Remember how the full path cast ``x``.  ``make_run()`` returns a function that takes an
+    array like ``x`` and casts it as the full path did (the adapter's kernel, not necessarily
+    its engine), or None where there is none; it is called only where ``x`` can be remembered
+    (never while torch.compile traces).  Code that replaces an engine or a rule runs inside
+    :func:`paused` (:func:`castlike.testing.fresh_caches` does)."""
     key = _key(x, to, options) if not _PAUSED else None
-    if key is not None and len(_CASTS) < 4096:
+    if key is None or len(_CASTS) >= 4096:
+        return
+    run = make_run()
+    if run is not None:
         _CASTS[key] = run
 
 

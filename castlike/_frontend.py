@@ -404,9 +404,7 @@ def _run(
     else:
         result = adapter.engine().cast(array, plan)
         if remember_as is not None and array is x:
-            run = adapter.repeat_cast(plan)
-            if run is not None:
-                remember(x, *remember_as, run)
+            remember(x, *remember_as, lambda: adapter.repeat_cast(plan))
     if scalar and isinstance(result, np.ndarray):
         return result[()]
     return result

@@ -143,3 +143,91 @@ def test_compiled_cast_is_one_op_and_does_not_recompile(target: str) -> None:
         assert np.array_equal(
             numpy_bits(TORCH.to_numpy(got), t), numpy_bits(TORCH.to_numpy(eager), t)
         )
+
+
+# -- the repeat-call path ----------------------------------------------------------------------
+
+
+def _tensor_keys() -> list[tuple[Any, ...]]:
+    from castlike import _fastpath
+
+    return [key for key in _fastpath._CASTS if isinstance(key[0], tuple)]
+
+
+@pytest.fixture
+def _forget_repeats() -> Any:
+    from castlike import _fastpath
+
+    _fastpath.clear()
+    yield
+    _fastpath.clear()
+
+
+@pytest.mark.usefixtures("_forget_repeats")
+def test_repeat_calls_on_cpu_tensors_run_the_remembered_kernel() -> None:
+    x = torch.linspace(-500, 500, 1001, dtype=torch.float32)
+    first = castlike.cast(x, "FLOAT8E4M3FN", saturate=False)
+    assert len(_tensor_keys()) == 1
+    again = castlike.cast(x, "FLOAT8E4M3FN", saturate=False)
+    assert again is not first and again.dtype == first.dtype
+    assert torch.equal(again.view(torch.uint8), first.view(torch.uint8))
+    again.view(torch.uint8).zero_()  # a new tensor each call
+    third = castlike.cast(x, "FLOAT8E4M3FN", saturate=False)
+    assert torch.equal(third.view(torch.uint8), first.view(torch.uint8))
+    # Another layout of the same dtype takes the remembered kernel and keeps its layout.
+    y = torch.randn(2, 3, 4, 5).mul(100).to(memory_format=torch.channels_last)
+    out = castlike.cast(y, "FLOAT8E4M3FN", saturate=False)
+    assert out.stride() == y.stride()
+    expected = castlike.cast(y.contiguous(), "FLOAT8E4M3FN", saturate=False)
+    assert torch.equal(out.contiguous().view(torch.uint8), expected.view(torch.uint8))
+    assert len(_tensor_keys()) == 1
+
+
+@pytest.mark.usefixtures("_forget_repeats")
+def test_the_repeat_path_declines_what_its_kernel_run_does_not_cover(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from castlike.backends import _torch_compile
+
+    x = torch.tensor([1.5, 300.0, -2.25, float("nan")])
+    expected = castlike.cast(x, "INT8")  # remembered
+    assert len(_tensor_keys()) == 1
+    # An expanded tensor: cast on its distinct elements by the full path.
+    wide = x[:1].expand(4096)
+    assert castlike.cast(wide, "INT8").tolist() == [1] * 4096
+    # A tensor that requires grad: the result never does.
+    grad = x.clone().requires_grad_(True)
+    result = castlike.cast(grad, "INT8")
+    assert not result.requires_grad and torch.equal(result, expected)
+    # The kernels switched off after the cast was remembered: the torch-op path.
+    with monkeypatch.context() as m:
+        m.setenv("CASTLIKE_TORCH_NATIVE", "0")
+
+        def no_kernel(*args: Any) -> Any:
+            raise AssertionError("the native kernel ran with CASTLIKE_TORCH_NATIVE=0")
+
+        m.setattr(_torch_compile, "run_native", no_kernel)
+        assert torch.equal(castlike.cast(x, "INT8"), expected)
+    # A tensor on another device (meta here): the kernels run on host memory, never remembered.
+    meta = castlike.cast(torch.empty(4, device="meta"), "INT8")
+    assert meta.device.type == "meta" and meta.dtype == torch.int8
+    assert castlike.cast(torch.empty(4, device="meta"), "INT8").device.type == "meta"
+    # A subclass (a Parameter) takes the full path and is not remembered under its own type.
+    param = torch.nn.Parameter(x.clone())
+    assert torch.equal(castlike.cast(param, "INT8"), expected)
+    assert len(_tensor_keys()) == 1
+
+
+@pytest.mark.filterwarnings("ignore:Dynamo detected a call to a `functools.lru_cache`")
+@pytest.mark.usefixtures("_forget_repeats")
+def test_a_compiled_cast_neither_reads_nor_fills_the_repeat_path() -> None:
+    x = torch.linspace(-500, 500, 257, dtype=torch.float32)
+    torch.compiler.reset()
+    f = torch.compile(lambda a: castlike.cast(a, "FLOAT8E5M2"), fullgraph=True)
+    compiled_bits = f(x).view(torch.uint8)
+    f(x)
+    assert _tensor_keys() == []
+    eager = castlike.cast(x, "FLOAT8E5M2")  # remembered now
+    assert len(_tensor_keys()) == 1
+    assert torch.equal(f(x).view(torch.uint8), compiled_bits)
+    assert torch.equal(eager.view(torch.uint8), compiled_bits)

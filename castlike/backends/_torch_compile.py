@@ -292,12 +292,25 @@ def run_native(
     element by element, so an input with the result's layout is read in place; any other (a
     sliced or expanded one) is made contiguous first (one copy, of its same-width unsigned
     view: torch has no copy kernel for the shell dtypes)."""
+    return run_on_bits(kernel, x, UINT[source.storage_bits], dtype, UINT[target.storage_bits])
+
+
+def run_on_bits(
+    kernel: Any, x: torch.Tensor, in_bits: torch.dtype, dtype: torch.dtype, out_bits: torch.dtype
+) -> torch.Tensor:
+    """:func:`run_native` with the same-width unsigned dtypes of the source (``in_bits``) and
+    of the result (``out_bits``) given: what the repeat-call path runs."""
+    bits = x.view(in_bits)
+    threads = _native.get_num_threads()
+    if bits.is_contiguous():  # the usual case, in fewer torch calls (a repeat call's cost)
+        out = torch.empty_strided(x.shape, bits.stride(), dtype=dtype)
+        kernel(bits.numpy().reshape(-1), out.view(out_bits).numpy().reshape(-1), threads)
+        return out
     strides = result_strides(x)
-    bits = x.view(UINT[source.storage_bits])
     if bits.stride() != strides:
         bits = bits.contiguous()  # row-major, as result_strides says for such an x
     out = torch.empty_strided(x.shape, strides, dtype=dtype)
-    kernel(_memory(bits), _memory(out.view(UINT[target.storage_bits])), _native.get_num_threads())
+    kernel(_memory(bits), _memory(out.view(out_bits)), threads)
     return out
 
 

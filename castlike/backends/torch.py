@@ -41,6 +41,7 @@ import array_api_compat.torch as xp_torch
 import numpy as np
 import torch
 
+from .. import _fastpath
 from .._adapter import Adapter
 from .._engine import Engine
 from .._native.routes import covers
@@ -337,6 +338,27 @@ class TorchAdapter(Adapter):
             self._engine = TorchEngine(self)
         return self._engine
 
+    def repeat_cast(self, plan: Any) -> Any:
+        """The native kernel's run on a CPU tensor, for the frontend's repeat calls (keyed by
+        dtype and layout); it declines (None) where :meth:`TorchEngine.cast` would
+        not run the kernel: a nested or expanded tensor, or the kernels switched off since."""
+        source, target = plan.source, plan.target
+        kernel = compiled.native_kernel(source, target, plan.mode)
+        if kernel is None:
+            return None
+        dtype = self._require(target)
+        in_bits, out_bits = UINT[source.storage_bits], UINT[target.storage_bits]
+
+        def run(x: torch.Tensor) -> torch.Tensor | None:
+            if not x.is_cpu or x.layout is not torch.strided or x.is_nested:
+                return None
+            if not compiled.native_enabled() or _distinct(x) is not None:
+                return None
+            x = x.detach() if x.requires_grad else x
+            return compiled.run_on_bits(kernel, x, in_bits, dtype, out_bits)
+
+        return run
+
 
 def _check_strided(x: torch.Tensor) -> None:
     """Refuse sparse, nested and other non-strided tensors with a BackendTypeError.
@@ -401,19 +423,19 @@ class TorchEngine(Engine):
             if distinct is not None:
                 return _repeated(self.cast(distinct, plan), x.shape, plan.target)
         source, target, mode = plan.source, plan.target, plan.mode
-        route = self.route(source, target, mode)
         if x.device.type == "cpu" and x.layout is torch.strided:
             if torch.compiler.is_compiling():
                 if (
                     compiled.native_enabled()
                     and covers(source, target, mode)
-                    and not self._fuses_to_one_loop(route)
+                    and not self._fuses_to_one_loop(self.route(source, target, mode))
                 ):
                     return compiled.native_cast(x, source, target, mode)
             else:
                 kernel = compiled.native_kernel(source, target, mode)
                 if kernel is not None:
                     return compiled.run_native(kernel, x, source, self.a._require(target), target)
+        route = self.route(source, target, mode)
         if (
             torch.compiler.is_compiling()  # first: no guard on the size while tracing
             or x.device.type != "cpu"
@@ -486,3 +508,4 @@ def _repeated(cast: torch.Tensor, shape: torch.Size, target: TypeSpec) -> torch.
 
 #: The one torch adapter (adapters hold no per-call state).
 ADAPTER = TorchAdapter()
+_fastpath.take_tensors(torch.Tensor, torch.compiler.is_compiling)

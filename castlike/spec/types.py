@@ -248,6 +248,12 @@ class TypeSpec:
     bits: int
     float_format: FloatFormat | None = None
 
+    def __hash__(self) -> int:
+        # The name alone (equal specs have equal names): a spec is hashed in every cached
+        # lookup of a cast, several per call, and the fields' hash, FloatFormat's included,
+        # cost more than the rest of such a lookup.
+        return hash(self.name)
+
     @property
     def onnx_type(self) -> OnnxType:
         return OnnxType(self.code)
