@@ -54,6 +54,21 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("backend", BACKENDS)
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked ``numpy_session`` check what no backend changes (the spec, its tables, the
+    NumPy kernels): a run that selects backends without NumPy (nox's other backend sessions)
+    skips them, since the NumPy session runs them once."""
+    if "numpy" in BACKENDS or not os.environ.get("CASTLIKE_TEST_BACKENDS"):
+        return
+    skip = pytest.mark.skip(
+        reason="independent of the backend: runs where CASTLIKE_TEST_BACKENDS includes numpy "
+        "(nox's NumPy session)"
+    )
+    for item in items:
+        if item.get_closest_marker("numpy_session") is not None:
+            item.add_marker(skip)
+
+
 def pytest_report_header(config: pytest.Config) -> str:
     return f"castlike backends under test: {', '.join(BACKENDS)}"
 

@@ -148,3 +148,14 @@ def test_string_sources_of_every_layout(dtype: Any) -> None:
     ]:
         got = castlike.cast(view, "FLOAT").compute()
         assert got.tobytes() == np.ascontiguousarray(values).tobytes(), name
+
+
+@pytest.mark.parametrize("target", ["FLOAT8E4M3FN", "FLOAT16", "INT4", "BFLOAT16", "INT32"])
+@pytest.mark.parametrize("dtype", [">f2", ">f4", ">f8", ">u2", ">i8"])
+def test_byte_swapped_dask_blocks(dtype: str, target: str) -> None:
+    """Dask hands its blocks to the NumPy engine (and its kernels) as they are: byte-swapped
+    ones too."""
+    x = np.array([1.0, 500.0, 2.5, 0.1, 7.0, 60000.0]).astype(dtype)
+    lazy = castlike.cast(da.from_array(x, chunks=2), target)
+    expected = castlike.cast(x.astype(x.dtype.newbyteorder("=")), target)
+    assert lazy.compute().tobytes() == expected.tobytes()

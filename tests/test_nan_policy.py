@@ -23,6 +23,8 @@ from castlike.spec.rules import IEEE_NAN_TYPES, Mode, canonical_mode
 from castlike.spec.types import OnnxType, TypeSpec, spec_of
 from castlike.testing import all_modes, exhaustive_inputs, numeric_types
 
+pytestmark = pytest.mark.numpy_session
+
 _T = OnnxType
 TARGETS = numeric_types()
 SMALL = [t for t in TARGETS if t.bits <= 16]

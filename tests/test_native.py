@@ -42,9 +42,12 @@ from castlike.testing import (
 )
 
 LEVELS = _native.available_levels()
-pytestmark = pytest.mark.skipif(
-    not LEVELS, reason="castlike's native extension is not built (pip install -e . builds it)"
-)
+pytestmark = [
+    pytest.mark.skipif(
+        not LEVELS, reason="castlike's native extension is not built (pip install -e . builds it)"
+    ),
+    pytest.mark.numpy_session,
+]
 
 TYPES = numeric_types()
 #: The floats of 8 bits or fewer, and the targets whose kernels have SIMD steps (from FLOAT and
@@ -377,14 +380,3 @@ def test_info_command_names_the_path(capsys: pytest.CaptureFixture[str]) -> None
     assert info["path"] == "native"
     assert info["level"] == _native.module().variant  # type: ignore[union-attr]
     assert info["threads"] == castlike.get_num_threads()
-
-
-@pytest.mark.parametrize("target", ["FLOAT8E4M3FN", "FLOAT16", "INT4", "BFLOAT16", "INT32"])
-@pytest.mark.parametrize("dtype", [">f2", ">f4", ">f8", ">u2", ">i8"])
-def test_byte_swapped_dask_blocks(dtype: str, target: str) -> None:
-    """Dask hands its blocks to the NumPy engine as they are: byte-swapped ones too."""
-    da = pytest.importorskip("dask.array", reason="the Dask test needs dask")
-    x = np.array([1.0, 500.0, 2.5, 0.1, 7.0, 60000.0]).astype(dtype)
-    lazy = castlike.cast(da.from_array(x, chunks=2), target)
-    expected = castlike.cast(x.astype(x.dtype.newbyteorder("=")), target)
-    assert lazy.compute().tobytes() == expected.tobytes()

@@ -52,6 +52,8 @@ from castlike.testing import (  # noqa: E402
     random_inputs,
 )
 
+pytestmark = pytest.mark.numpy_session
+
 _T = OnnxType
 PROFILE = resolve_profile("reference")
 RULES = Mode(profile=PROFILE).profile.rules

@@ -14,6 +14,8 @@ from castlike.spec.reference import Exact, cast_value, decode, floor_log2
 from castlike.spec.rules import Mode, Profile, RoundMode
 from castlike.spec.types import TYPES, Kind, OnnxType, spec_of
 
+pytestmark = pytest.mark.numpy_session
+
 T = spec_of
 
 

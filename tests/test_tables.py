@@ -25,6 +25,8 @@ from castlike.testing import (
     random_inputs,
 )
 
+pytestmark = pytest.mark.numpy_session
+
 T = spec_of
 NUMERIC = [t for t in TYPES.values() if t.is_numeric]
 SOURCES = [t for t in NUMERIC if t.bits <= 16]
