@@ -31,6 +31,7 @@ HEADERS = (
     "narrow_float",
     "fpenv",
     "threads",
+    "packing",
 )
 DEPENDS = [f"{SRC}/{name}.hpp" for name in HEADERS]
 FLAGS = [

@@ -8,6 +8,12 @@
 // variant, every table's length, class_bits, the constants a conversion needs to be defined,
 // the buffers' sizes, alignment and overlap), a Kernel never changes after construction, and
 // no C++ exception leaves a function that Python calls.
+//
+// Sub-byte targets and sources: kernel.packed(...) casts and packs into ONNX's bit order (2, 4
+// or 6 bits an element, each row from a byte boundary; packing.hpp) and kernel.unpacked(...)
+// unpacks and casts, in one pass over memory: each block of elements goes through a stack
+// buffer of one code per byte that stays in the first-level cache, instead of a whole unpacked
+// array written and read again.
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <structmember.h>
@@ -33,6 +39,7 @@
 #include "fpenv.hpp"
 #include "kernels.hpp"
 #include "narrow_float.hpp"
+#include "packing.hpp"
 #include "small_float.hpp"
 #include "threads.hpp"
 
@@ -653,6 +660,44 @@ bool get_buffers(const Entry& e, PyObject* source, PyObject* target, Py_buffer* 
   return false;
 }
 
+//: The `threads` argument of a call: at least 1 (LONG_MAX for an int beyond a C long), or false
+//: with a ValueError that names the call (`usage`).
+bool threads_argument(PyObject* arg, const char* usage, long* threads) {
+  int overflow = 0;
+  const long value = PyLong_AsLongAndOverflow(arg, &overflow);
+  if (value == -1 && PyErr_Occurred()) return false;
+  if (overflow < 0 || (overflow == 0 && value < 1)) {
+    PyErr_Format(PyExc_ValueError, "%s: threads must be at least 1", usage);
+    return false;
+  }
+  *threads = overflow > 0 ? LONG_MAX : value;
+  return true;
+}
+
+//: Runs `task` over [0, units), the work of `n` elements, as every call does: with the GIL held
+//: on the caller below kKeepGil elements, else with the GIL released on at most `threads`
+//: threads (one per kMinPerThread elements, and the pool caps it at its limit) in chunks of a
+//: multiple of `align` units.  Call it with the GIL held; `task` must not touch Python.
+void run_task(const PoolTask& task, Py_ssize_t n, size_t units, size_t align, long threads) {
+  if (units == 0) {
+    // nothing to do
+  } else if (n < kKeepGil) {
+    // With the GIL held: the interpreter runs one such cast at a time, on a thread that would
+    // be running Python otherwise, so it takes no slot of the pool's limit.
+    task.run(task.context, 0, units);
+  } else {
+    threads = std::min<long>({threads, std::max<Py_ssize_t>(1, n / kMinPerThread), INT_MAX});
+    if (n < kMinParallel) threads = 1;
+    const size_t per = (units + size_t(threads) * kChunksPerThread - 1) /
+                       (size_t(threads) * kChunksPerThread);
+    const size_t chunk = threads == 1 ? units : (per + align - 1) / align * align;
+    // Nothing below throws or touches Python until the GIL is back.
+    Py_BEGIN_ALLOW_THREADS;
+    g_pool->run(task, units, chunk, int(threads));
+    Py_END_ALLOW_THREADS;
+  }
+}
+
 //: kernel(source, out, threads): cast the C-contiguous buffer `source` into `out` on at most
 //: `threads` threads (and at most the pool's limit).
 PyObject* kernel_call(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
@@ -662,41 +707,276 @@ PyObject* kernel_call(PyObject* self, PyObject* const* args, size_t nargsf, PyOb
     PyErr_SetString(PyExc_TypeError, "kernel(source, out, threads) takes 3 positional arguments");
     return nullptr;
   }
-  int overflow = 0;
-  const long threads_arg = PyLong_AsLongAndOverflow(args[2], &overflow);
-  if (threads_arg == -1 && PyErr_Occurred()) return nullptr;
-  if (overflow < 0 || (overflow == 0 && threads_arg < 1)) {
-    PyErr_SetString(PyExc_ValueError, "kernel(source, out, threads): threads must be at least 1");
-    return nullptr;
-  }
+  long threads = 1;
+  if (!threads_argument(args[2], "kernel(source, out, threads)", &threads)) return nullptr;
   const Entry& e = *k->entry;
   Py_buffer in, out;
   if (!get_buffers(e, args[0], args[1], &in, &out)) return nullptr;
   const Py_ssize_t n = in.len / e.in_size;
   const Call call{&e, in.buf, out.buf, &k->params};
-  if (n == 0) {
-    // nothing to do
-  } else if (n < kKeepGil) {
-    // With the GIL held: the interpreter runs one such cast at a time, on a thread that would
-    // be running Python otherwise, so it takes no slot of the pool's limit.
-    run_call(&call, 0, size_t(n));
-  } else {
-    // At most one thread per kMinPerThread elements (and the pool caps it at its limit).
-    long threads = overflow > 0 ? LONG_MAX : threads_arg;
-    threads = std::min<long>({threads, std::max<Py_ssize_t>(1, n / kMinPerThread), INT_MAX});
-    if (n < kMinParallel) threads = 1;
-    const size_t per = (size_t(n) + size_t(threads) * kChunksPerThread - 1) /
-                       (size_t(threads) * kChunksPerThread);
-    const size_t chunk = threads == 1 ? size_t(n) : (per + 63) & ~size_t{63};
-    const PoolTask task{&run_call, &call};
-    // Nothing below throws or touches Python until the GIL is back.
-    Py_BEGIN_ALLOW_THREADS;
-    g_pool->run(task, size_t(n), chunk, int(threads));
-    Py_END_ALLOW_THREADS;
-  }
+  run_task(PoolTask{&run_call, &call}, n, size_t(n), 64, threads);
   PyBuffer_Release(&in);
   PyBuffer_Release(&out);
   Py_RETURN_NONE;
+}
+
+// -- packed sub-byte data ----------------------------------------------------------------------
+
+//: Elements that packed() and unpacked() cast at a time through a stack buffer of one code per
+//: byte: small enough that the buffer stays in the first-level cache between the kernel and
+//: the packing, and a multiple of 8, so that a block that starts inside a row starts on a byte
+//: of the packed data (8 elements of `bits` bits take `bits` bytes).
+constexpr size_t kPackBlock = 2048;
+static_assert(kPackBlock % 8 == 0, "a block inside a row starts on a byte boundary");
+
+//: Packed bytes of a row of n elements of `bits` bits (2, 4 or 6): ceil(n * bits / 8).
+size_t packed_bytes(size_t n, int bits) {
+  switch (bits) {
+    case 2:
+      return Packing<2>::bytes(n);
+    case 4:
+      return Packing<4>::bytes(n);
+    default:
+      return Packing<6>::bytes(n);
+  }
+}
+
+//: One packed() or unpacked() call, a pool task's context: the kernel, the caller's buffers
+//: (the elements on one side, the packed bytes on the other) and the rows.
+struct PackedCall {
+  const Entry* entry;
+  const unsigned char* in;
+  unsigned char* out;
+  const Params* params;
+  size_t row;        // elements a row
+  size_t row_bytes;  // packed bytes a row
+  //: Whether a row fills whole bytes (row * bits % 8 == 0): then the packed rows form one
+  //: unbroken bit stream and the units of work are elements, else whole rows.
+  bool flat;
+};
+
+//: `count` elements from element `first` of one unbroken run of the bit stream (a flat range or
+//: one row), packed from byte `first_byte` on: a block of kPackBlock elements at a time, cast
+//: into the stack buffer then packed (Pack), or unpacked into it then cast.
+template <int Bits, bool Pack>
+void packed_run(const PackedCall& c, size_t first, size_t first_byte, size_t count) noexcept {
+  const Entry& e = *c.entry;
+  alignas(64) uint8_t codes[kPackBlock];
+  for (size_t done = 0; done < count; done += kPackBlock) {
+    const size_t m = std::min(kPackBlock, count - done);
+    const size_t element = first + done;
+    const size_t byte = first_byte + done / 8 * size_t(Bits);
+    // The kernel indexes from 0: its pointers are the block's (no pointer before an array).
+    if constexpr (Pack) {
+      e.fn(c.in + element * size_t(e.in_size), codes, 0, m, *c.params);
+      pack<Bits>(codes, m, c.out + byte);
+    } else {
+      unpack<Bits>(c.in + byte, m, codes);
+      e.fn(codes, c.out + element * size_t(e.out_size), 0, m, *c.params);
+    }
+  }
+}
+
+//: Rows [first_row, first_row + rows) of at most kPackBlock elements that do not fill whole
+//: bytes.  The kernel still runs on whole blocks of kPackBlock elements of the rows' contiguous
+//: elements, which straddle rows: a block of whole rows would end in the kernel's scalar tail on
+//: every call (twice as slow for some row lengths).  The buffer holds a block behind the part of
+//: a row that the last block left over; each complete row is packed (or unpacked) on its own.
+template <int Bits, bool Pack>
+void packed_short_rows(const PackedCall& c, size_t first_row, size_t rows) noexcept {
+  const Entry& e = *c.entry;
+  const size_t len = c.row;
+  alignas(64) uint8_t codes[2 * kPackBlock];
+  size_t element = first_row * len;  // the element of codes[0]
+  size_t have = 0;                   // codes held, from codes[0]
+  if constexpr (Pack) {
+    const size_t end = element + rows * len;
+    unsigned char* out = c.out + first_row * c.row_bytes;
+    size_t next = element;  // the next element to cast
+    while (next < end) {
+      const size_t m = std::min(kPackBlock, end - next);
+      e.fn(c.in + next * size_t(e.in_size), codes + have, 0, m, *c.params);
+      next += m;
+      have += m;
+      size_t used = 0;
+      for (; have - used >= len; used += len, out += c.row_bytes) {
+        pack<Bits>(codes + used, len, out);
+      }
+      have -= used;
+      std::memmove(codes, codes + used, have);  // less than a row
+    }
+  } else {
+    const unsigned char* in = c.in + first_row * c.row_bytes;
+    size_t left = rows;  // rows still to unpack
+    while (left > 0 || have > 0) {
+      for (; left > 0 && have < kPackBlock; --left, in += c.row_bytes, have += len) {
+        unpack<Bits>(in, len, codes + have);
+      }
+      const size_t m = std::min(kPackBlock, have);
+      e.fn(codes, c.out + element * size_t(e.out_size), 0, m, *c.params);
+      element += m;
+      have -= m;
+      std::memmove(codes, codes + m, have);  // less than a row
+    }
+  }
+}
+
+//: A pool task of packed() (Pack) or unpacked(): units [begin, end) are elements of the one bit
+//: stream (flat: `begin` is a multiple of 8, as every chunk is) or whole rows.
+template <int Bits, bool Pack>
+void run_packed(const void* context, size_t begin, size_t end) noexcept {
+  const PackedCall& c = *static_cast<const PackedCall*>(context);
+  const FpEnvGuard guard;  // per thread: each has its own floating-point environment
+  if (c.flat) {
+    packed_run<Bits, Pack>(c, begin, begin / 8 * size_t(Bits), end - begin);
+  } else if (c.row <= kPackBlock) {
+    packed_short_rows<Bits, Pack>(c, begin, end - begin);
+  } else {
+    for (size_t r = begin; r < end; ++r) {
+      packed_run<Bits, Pack>(c, r * c.row, r * c.row_bytes, c.row);
+    }
+  }
+}
+
+template <bool Pack>
+PoolTask packed_task(int bits, const PackedCall* call) {
+  switch (bits) {
+    case 2:
+      return PoolTask{&run_packed<2, Pack>, call};
+    case 4:
+      return PoolTask{&run_packed<4, Pack>, call};
+    default:
+      return PoolTask{&run_packed<6, Pack>, call};
+  }
+}
+
+//: The `row` and `bits` arguments of packed() and unpacked(): row from 1 to PY_SSIZE_T_MAX,
+//: bits 2, 4 or 6; else false with a ValueError naming the kernel and the method.
+bool row_and_bits(const Entry& e, const char* method, PyObject* row_arg, PyObject* bits_arg,
+                  size_t* row, int* bits) {
+  int overflow = 0;
+  const long long r = PyLong_AsLongLongAndOverflow(row_arg, &overflow);
+  if (r == -1 && PyErr_Occurred()) return false;
+  if (overflow != 0 || r < 1 || r > PY_SSIZE_T_MAX) {
+    PyErr_Format(PyExc_ValueError, "%s: %s(): row must be from 1 to %zd elements", e.name,
+                 method, PY_SSIZE_T_MAX);
+    return false;
+  }
+  const long b = PyLong_AsLongAndOverflow(bits_arg, &overflow);
+  if (b == -1 && PyErr_Occurred()) return false;
+  if (overflow != 0 || (b != 2 && b != 4 && b != 6)) {
+    PyErr_Format(PyExc_ValueError, "%s: %s(): bits must be 2, 4 or 6 (ONNX's sub-byte widths)",
+                 e.name, method);
+    return false;
+  }
+  *row = size_t(r);
+  *bits = int(b);
+  return true;
+}
+
+//: Takes and checks the buffers of packed() (Pack: `source` holds elements, `target` the packed
+//: rows) or unpacked() (the other way round), as get_buffers does: true with `in` and `out`
+//: held and the number of rows in `rows`, or false with a Python error set and nothing held.
+bool get_packed_buffers(const Entry& e, bool pack, PyObject* source, PyObject* target,
+                        size_t row, int bits, Py_buffer* in, Py_buffer* out, size_t* rows) {
+  const char* method = pack ? "packed" : "unpacked";
+  if (PyObject_GetBuffer(source, in, PyBUF_C_CONTIGUOUS) < 0) return false;
+  if (PyObject_GetBuffer(target, out, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0) {
+    PyBuffer_Release(in);
+    return false;
+  }
+  const Py_ssize_t elements_len = pack ? in->len : out->len;
+  const Py_ssize_t packed_len = pack ? out->len : in->len;
+  const int size = pack ? e.in_size : e.out_size;
+  const char* elements_side = pack ? "source" : "output";
+  const char* packed_side = pack ? "output" : "source";
+  const size_t row_bytes = packed_bytes(row, bits);
+  // Whole rows of elements; the packed bytes (at most as many as the elements) cannot overflow.
+  const bool whole_rows = elements_len % size == 0 && size_t(elements_len / size) % row == 0;
+  *rows = whole_rows ? size_t(elements_len / size) / row : 0;
+  if (!whole_rows) {
+    PyErr_Format(PyExc_ValueError,
+                 "%s: %s(): the %s's %zd bytes are not whole rows of %zu elements of %d bytes",
+                 e.name, method, elements_side, elements_len, row, size);
+  } else if (size_t(packed_len) != *rows * row_bytes) {
+    PyErr_Format(PyExc_ValueError,
+                 "%s: %s(): %zu rows of %zu elements of %d bits take %zu packed bytes, the %s "
+                 "has %zd",
+                 e.name, method, *rows, row, bits, *rows * row_bytes, packed_side, packed_len);
+  } else if (reinterpret_cast<uintptr_t>(in->buf) % uintptr_t(e.in_align) != 0 ||
+             reinterpret_cast<uintptr_t>(out->buf) % uintptr_t(e.out_align) != 0) {
+    PyErr_Format(PyExc_ValueError,
+                 "%s: %s(): the source must be aligned to %d bytes and the output to %d bytes "
+                 "(copy them into new arrays)",
+                 e.name, method, pack ? e.in_align : 1, pack ? 1 : e.out_align);
+  } else if (overlap(in->buf, in->len, out->buf, out->len)) {
+    PyErr_Format(PyExc_ValueError, "%s: %s(): the source and the output share memory", e.name,
+                 method);
+  } else {
+    return true;
+  }
+  PyBuffer_Release(in);
+  PyBuffer_Release(out);
+  return false;
+}
+
+//: kernel.packed(source, out, row, bits, threads) (Pack) and kernel.unpacked(source, out, row,
+//: bits, threads): the kernel's cast with ONNX's packing of `bits`-bit elements on the side of
+//: the one-byte codes, rows of `row` elements each packed from a byte boundary.
+template <bool Pack>
+PyObject* packed_call(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  const char* usage = Pack ? "kernel.packed(source, out, row, bits, threads)"
+                           : "kernel.unpacked(source, out, row, bits, threads)";
+  const char* method = Pack ? "packed" : "unpacked";
+  auto* k = reinterpret_cast<KernelObject*>(self);
+  const Entry& e = *k->entry;
+  if (nargs != 5) {
+    PyErr_Format(PyExc_TypeError, "%s takes 5 positional arguments", usage);
+    return nullptr;
+  }
+  // The codes' side is one byte an element: the kernel writes (Pack) or reads one code a byte.
+  if ((Pack ? e.out_size : e.in_size) != 1) {
+    PyErr_Format(PyExc_ValueError,
+                 "%s: %s() needs a kernel that %s one byte an element (a sub-byte %s), this one "
+                 "%s %d",
+                 e.name, method, Pack ? "writes" : "reads", Pack ? "target" : "source",
+                 Pack ? "writes" : "reads", Pack ? e.out_size : e.in_size);
+    return nullptr;
+  }
+  size_t row = 0;
+  int bits = 0;
+  long threads = 1;
+  if (!row_and_bits(e, method, args[2], args[3], &row, &bits) ||
+      !threads_argument(args[4], usage, &threads)) {
+    return nullptr;
+  }
+  Py_buffer in, out;
+  size_t rows = 0;
+  if (!get_packed_buffers(e, Pack, args[0], args[1], row, bits, &in, &out, &rows)) {
+    return nullptr;
+  }
+  const PackedCall call{&e,
+                        static_cast<const unsigned char*>(in.buf),
+                        static_cast<unsigned char*>(out.buf),
+                        &k->params,
+                        row,
+                        packed_bytes(row, bits),
+                        row % 8 * size_t(bits) % 8 == 0};
+  const size_t n = rows * row;
+  // Flat: chunks of a multiple of 64 elements, so that each starts on a byte of the stream.
+  run_task(packed_task<Pack>(bits, &call), Py_ssize_t(n), call.flat ? n : rows,
+           call.flat ? 64 : 1, threads);
+  PyBuffer_Release(&in);
+  PyBuffer_Release(&out);
+  Py_RETURN_NONE;
+}
+
+PyObject* Kernel_packed(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  return boundary<PyObject*>(nullptr, [&] { return packed_call<true>(self, args, nargs); });
+}
+
+PyObject* Kernel_unpacked(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  return boundary<PyObject*>(nullptr, [&] { return packed_call<false>(self, args, nargs); });
 }
 
 PyObject* Kernel_call(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
@@ -716,6 +996,25 @@ PyGetSetDef Kernel_getset[] = {
     {"name", Kernel_get_name, nullptr, "The kernel's family:source:target name.", nullptr},
     {nullptr, nullptr, nullptr, nullptr, nullptr}};
 
+//: METH_FASTCALL functions through the cast that CPython documents (a PyCFunction is how the
+//: table stores every kind).
+template <class F>
+PyCFunction fastcall(F function) {
+  return reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(function));
+}
+
+PyMethodDef Kernel_methods[] = {
+    {"packed", fastcall(Kernel_packed), METH_FASTCALL,
+     "packed(source, out, row, bits, threads): cast `source` (rows of `row` elements) and write "
+     "each row packed at `bits` (2, 4 or 6) bits an element into `out`, from a byte boundary, "
+     "as ONNX's raw_data; one pass over memory.  Kernels of one-byte targets only."},
+    {"unpacked", fastcall(Kernel_unpacked), METH_FASTCALL,
+     "unpacked(source, out, row, bits, threads): unpack rows of `row` elements of `bits` bits "
+     "from `source` (packed as packed() writes them) and cast them into `out`; one pass over "
+     "memory.  Kernels of one-byte sources only: the codes arrive zero-extended, as the "
+     "sub-byte sources' kernels (which mask their input) read them."},
+    {nullptr, nullptr, 0, nullptr}};
+
 PyMemberDef Kernel_members[] = {
     {"__vectorcalloffset__", T_PYSSIZET, offsetof(KernelObject, vectorcall), READONLY, nullptr},
     {nullptr, 0, 0, 0, nullptr}};
@@ -727,6 +1026,7 @@ PyType_Slot Kernel_slots[] = {
     {Py_tp_new, reinterpret_cast<void*>(Kernel_new)},
     {Py_tp_call, reinterpret_cast<void*>(Kernel_tp_call)},
     {Py_tp_getset, Kernel_getset},
+    {Py_tp_methods, Kernel_methods},
     {Py_tp_members, Kernel_members},
     {0, nullptr}};
 
