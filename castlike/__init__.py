@@ -6,7 +6,7 @@ library (NumPy with ml_dtypes, PyTorch, JAX, Dask), with bit-identical results e
 448.0
 """
 
-from ._frontend import can_cast, cast, cast_like, onnx_type
+from ._frontend import can_cast, cast, cast_like, onnx_type, unpack
 from ._native import get_num_threads, set_num_threads
 from .errors import (
     BackendTypeError,
@@ -43,4 +43,5 @@ __all__ = [
     "get_num_threads",
     "onnx_type",
     "set_num_threads",
+    "unpack",
 ]

@@ -66,6 +66,13 @@ class Adapter(ABC):
     #: backend moves no data between libraries.
     moves_strings_through_numpy: ClassVar[bool] = True
 
+    #: Whether the engine packs and unpacks the sub-byte types (``cast(..., packed=True)``,
+    #: :meth:`castlike._engine.Engine.cast_packed`): it needs the bit primitives, uint8 and
+    #: the Array-API operations of :mod:`castlike.spec.packing` (or an engine that overrides
+    #: ``cast_packed``).  Off unless declared: a backend without them refuses packed casts
+    #: with a clear error.
+    packs: ClassVar[bool] = False
+
     #: The declarations as the routes read them (made once per class: see
     #: :meth:`__init_subclass__`; torch.compile traces a plain attribute, not a computation).
     _capabilities: ClassVar[Capabilities] = Capabilities()
@@ -216,6 +223,29 @@ class Adapter(ABC):
         """A function casting any array of ``plan.source`` as ``plan`` says, with no further
         validation, for the frontend to reuse on repeated calls; None where there is none."""
         return None
+
+    # -- packed layouts (castlike.spec.packing) ------------------------------------------------
+    def packed_source(self, x: Any) -> tuple[Any, TypeSpec, int] | None:
+        """For an array whose dtype holds a sub-byte type packed (torch's
+        ``float4_e2m1fn_x2``): its bytes as uint8 (shape ``(..., m)``), the type, and the
+        elements per row.  None for every other array (the default)."""
+        return None
+
+    def packed_type_of(self, dtype: Any) -> OnnxType | None:
+        """The sub-byte type that one of the library's packed dtypes holds (torch's
+        ``float4_e2m1fn_x2``: FLOAT4E2M1), or None."""
+        return None
+
+    def holds_packed(self, t: TypeSpec) -> bool:
+        """Whether a cast to ``t`` packed can be carried out and held: bytes, and the bit
+        patterns of ``t`` (a library that cannot hold ``t`` one per byte may still compute
+        them: torch's FLOAT4E2M1)."""
+        return self.packs and self.library_dtype(t) is not None
+
+    def packed_result(self, data: Any, t: TypeSpec) -> Any:
+        """Packed bytes (uint8, rows along the last axis) of type ``t`` as the array the
+        caller gets: the bytes themselves, unless the library has a packed dtype for ``t``."""
+        return data
 
     def cast_strings(self, x: Any, plan: Any, *, errors: str, like: Any) -> Any:
         """A cast from or to STRING (R9) done the library's own way, or None for the default:

@@ -43,6 +43,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from . import _exact
+from .spec.packing import layout_of, pack_rows, unpack_rows
 from .spec.route import Family, FloatBits, IeeeRecipe, Route, route_for
 from .spec.rules import Mode
 from .spec.tables import DOUBLE_CLASS_BITS, FLOAT32_CLASS_BITS, double_class_table
@@ -78,6 +79,28 @@ class Engine:
     def cast(self, x: Any, plan: Plan) -> Any:
         """Cast ``x`` (whose type is ``plan.source``) as ``plan`` says."""
         return self.run(x, self.route(plan.source, plan.target, plan.mode))
+
+    def cast_packed(self, x: Any, plan: Plan, *, source_row: int | None, pack: bool) -> Any:
+        """Cast with packed layouts (:mod:`castlike.spec.packing`) on either side.
+
+        ``x`` is an array of ``plan.source``, or, with ``source_row``, its packed bytes
+        (uint8, shape ``(..., packed_length(source_row))``).  With ``pack`` the result is the
+        cast's bit patterns packed row by row (uint8), else an array of ``plan.target``.
+
+        Composed of the library's own operations here: unpack, the cast, pack (three passes);
+        the NumPy and torch CPU engines run a native kernel that does it in one.
+        """
+        a, xp = self.a, self.xp
+        if source_row is not None:
+            source_layout = layout_of(plan.source)
+            assert source_layout is not None
+            x = a.from_bits(unpack_rows(xp, x, source_layout, source_row), plan.source)
+        y = self.cast(x, plan)
+        if not pack:
+            return y
+        target_layout = layout_of(plan.target)
+        assert target_layout is not None
+        return pack_rows(xp, a.narrow(a.bits(y, plan.target), 8), target_layout)
 
     def route(self, source: TypeSpec, target: TypeSpec, mode: Mode) -> Route:
         """The spec's route of the cast on this engine's library."""

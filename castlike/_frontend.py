@@ -4,13 +4,20 @@ from __future__ import annotations
 
 import difflib
 import sys
+from dataclasses import replace
 from typing import Any
 
 import array_api_compat as aac
 import numpy as np
 
 from ._fastpath import cached_cast, remember
-from .backends import Adapter, adapter_for, moves_strings, onnx_type_of_dtype
+from .backends import (
+    Adapter,
+    adapter_for,
+    moves_strings,
+    onnx_type_of_dtype,
+    packed_type_of_dtype,
+)
 from .errors import (
     BackendTypeError,
     CastTypeError,
@@ -21,10 +28,11 @@ from .errors import (
     shown_value,
 )
 from .spec.opsets import Op, version_for
+from .spec.packing import LAYOUTS, layout_of
 from .spec.plan import Plan, check_opset, plain_int, plain_str, resolve
 from .spec.types import COMPLEX_CODES, TYPES, TYPES_BY_NAME, OnnxType, TypeSpec
 
-__all__ = ["can_cast", "cast", "cast_like", "onnx_type", "resolve_type"]
+__all__ = ["can_cast", "cast", "cast_like", "onnx_type", "resolve_type", "unpack"]
 
 _UNSUPPORTED_NAMES = {"COMPLEX64", "COMPLEX128", "UNDEFINED"}
 _COMPLEX_MESSAGE = "casting from/to complex is not supported"
@@ -386,21 +394,52 @@ def _run(
     errors: str,
     like: Any = None,
     remember_as: tuple[Any, tuple[Any, ...]] | None = None,
+    packed: bool = False,
 ) -> Any:
     errors = _check_errors(errors)
     if _is_masked(x):
+        if packed:
+            raise CastValueError(
+                "packed=True: a masked array's mask has no packed form; pass x.filled(...) or "
+                "x.data"
+            )
         return _run_masked(op, x, target, options, errors, like)
     array, scalar = _as_array(x)
     array = _in_machine_order(array)
     xp = _namespace(array)
     adapter = adapter_for(xp)
-    source = _source_type(adapter, array)
+    found = adapter.packed_source(array)
+    source_row = None
+    if found is not None:  # a packed dtype (torch's float4_e2m1fn_x2): its rows unpack
+        array, source, source_row = found
+    else:
+        source = _source_type(adapter, array)
     plan = resolve(op, source, target, **options)
-    _check_backend_holds(adapter, plan)
-    if source.code == OnnxType.STRING or target.code == OnnxType.STRING:
+    if packed:
+        _check_packable(adapter, plan, array, scalar)
+    _check_backend_holds(adapter, plan, packed_source=found is not None, packed_target=packed)
+    strings_involved = source.code == OnnxType.STRING or target.code == OnnxType.STRING
+    if strings_involved and source_row is not None:
+        raise BackendTypeError(
+            f"{plan.describe()}: x holds {source.name} packed; cast it to a number type first "
+            "(e.g. castlike.cast(x, 'FLOAT')), then that to STRING"
+        )
+    if strings_involved:
         from . import strings
 
         result = strings.cast_strings(array, plan, adapter, errors=errors, like=like)
+        if packed:  # the numbers read from the strings, packed in the library they landed in
+            result_adapter = adapter_for(_namespace(result))
+            identity = replace(plan, source=target)
+            result = result_adapter.engine().cast_packed(
+                result, identity, source_row=None, pack=True
+            )
+            result = result_adapter.packed_result(result, target)
+    elif packed or source_row is not None:
+        engine = adapter.engine()
+        result = engine.cast_packed(array, plan, source_row=source_row, pack=packed)
+        if packed:
+            result = adapter.packed_result(result, target)
     else:
         result = adapter.engine().cast(array, plan)
         if remember_as is not None and array is x:
@@ -408,6 +447,29 @@ def _run(
     if scalar and isinstance(result, np.ndarray):
         return result[()]
     return result
+
+
+def _check_packable(adapter: Adapter, plan: Plan, array: Any, scalar: bool) -> None:
+    """Refuse a packed cast that has no packed result: a target of 8 bits or more, an input
+    without a last axis, a library that cannot compute the target's bits or hold bytes."""
+    target = plan.target
+    if layout_of(target) is None:
+        names = ", ".join(t.name for t in LAYOUTS)
+        raise CastValueError(
+            f"{plan.describe()}: packed=True packs the sub-byte types ({names}); {target.name} "
+            "takes whole bytes already: cast without packed"
+        )
+    if scalar or len(array.shape) == 0:
+        raise CastValueError(
+            f"{plan.describe()}: packed=True packs along the last axis, and x is 0-d; pass "
+            "x.reshape(1) (or [x])"
+        )
+    if adapter.library_dtype(TYPES[OnnxType.UINT8]) is None or not adapter.holds_packed(target):
+        raise BackendTypeError(
+            f"{plan.describe()}: the {adapter.name} backend cannot compute {target.name}'s "
+            "bit patterns into bytes; pass a NumPy array (or the library's own array of "
+            "numpy, torch, JAX or Dask) instead"
+        )
 
 
 def _is_masked(x: Any) -> bool:
@@ -445,10 +507,14 @@ def _in_machine_order(array: Any) -> Any:
     return array
 
 
-def _check_backend_holds(adapter: Adapter, plan: Plan) -> None:
-    for t in (plan.source, plan.target):
+def _check_backend_holds(
+    adapter: Adapter, plan: Plan, *, packed_source: bool = False, packed_target: bool = False
+) -> None:
+    for t, packed in ((plan.source, packed_source), (plan.target, packed_target)):
         if t.code == OnnxType.STRING and moves_strings(adapter):
             continue  # R9: strings live in NumPy arrays whatever the numeric library
+        if packed and t.code != OnnxType.STRING and adapter.holds_packed(t):
+            continue  # held as bytes (checked by _check_packable for a target)
         if adapter.library_dtype(t) is None:
             raise BackendTypeError(
                 f"{plan.describe()}: {adapter.name} cannot hold {t.name}; "
@@ -466,6 +532,7 @@ def cast(
     opset: int | None = None,
     profile: str = "spec",
     errors: str = "raise",
+    packed: bool = False,
 ) -> Any:
     """Cast ``x`` to the ONNX type ``to`` exactly as the ONNX ``Cast`` operator defines.
 
@@ -493,11 +560,20 @@ def cast(
         STRING sources only (R9): an element that is not a number raises
         :class:`InvalidStringError` naming its index and text, or, with ``"coerce"``, becomes
         NaN (targets without a NaN still raise).
+    packed : bool, default False
+        For the sub-byte targets (INT4, UINT4, INT2, UINT2, FLOAT4E2M1, FLOAT6E2M3,
+        FLOAT6E3M2): pack each row (the last axis) as ONNX's ``raw_data`` does, the elements
+        a little-endian bit stream with the first in the lowest bits, the row's unused high
+        bits zero.  The last axis becomes ``ceil(n * bits / 8)`` bytes, of dtype ``uint8``
+        (torch: ``float4_e2m1fn_x2`` for FLOAT4E2M1).  Passing ``torch.float4_e2m1fn_x2``
+        as ``to`` implies it.  See :func:`unpack` for the way back.
 
     Returns
     -------
     array
-        Same library, device and shape as ``x``, with the target's dtype.
+        Same library, device and shape as ``x``, with the target's dtype (packed: see
+        ``packed``).  A ``torch.float4_e2m1fn_x2`` input is read as FLOAT4E2M1, its last axis
+        twice as long.
 
     Raises
     ------
@@ -514,13 +590,34 @@ def cast(
     >>> [hex(b) for b in y.view(np.uint8)]
     ['0x1d', '0x7e', '0x7e', '0x7e']
     """
-    simple = (saturate, round_mode, opset, profile, errors)
-    found = cached_cast(x, to, simple)
-    if found is not None:
-        return found
-    target = resolve_type(to)
+    if packed is False:  # the usual case: the repeat-call path knows no packing
+        simple = (saturate, round_mode, opset, profile, errors)
+        found = cached_cast(x, to, simple)
+        if found is not None:
+            return found
+    else:
+        _check_packed(packed)
+    target, packed_dtype = _target_of(to)
     options = {"saturate": saturate, "round_mode": round_mode, "opset": opset, "profile": profile}
+    if packed or packed_dtype:
+        return _run(Op.CAST, x, target, options, errors, packed=True)
     return _run(Op.CAST, x, target, options, errors, remember_as=(to, simple))
+
+
+def _check_packed(packed: Any) -> None:
+    if not isinstance(packed, bool):
+        raise CastValueError(f"packed must be True or False, got {shown_value(packed)}")
+
+
+def _target_of(to: Any) -> tuple[TypeSpec, bool]:
+    """The ONNX type ``to`` names, and whether it names a packed dtype (torch's
+    ``float4_e2m1fn_x2``, or an array of it), which asks for a packed result."""
+    dtype = to.dtype if _is_array(to) else to
+    if not isinstance(dtype, (str, int)):
+        found = packed_type_of_dtype(dtype)
+        if found is not None:
+            return TYPES[found], True
+    return resolve_type(to), False
 
 
 def cast_like(
@@ -533,6 +630,7 @@ def cast_like(
     opset: int | None = None,
     profile: str = "spec",
     errors: str = "raise",
+    packed: bool = False,
 ) -> Any:
     """Cast ``x`` to the element type of ``like``, as the ONNX ``CastLike`` operator defines.
 
@@ -544,9 +642,11 @@ def cast_like(
         An array whose element type to use, or anything :func:`cast` accepts as ``to``.
         An array of a different library than ``x`` is an error (pass its dtype instead),
         except a NumPy string array, which pairs with any library (R9).
-    saturate, round_mode, opset, profile, errors
+    saturate, round_mode, opset, profile, errors, packed
         As for :func:`cast`.  With ``opset=None`` CastLike behaves as the latest Cast; with an
-        explicit opset it is validated against CastLike's own versions (15 and later).
+        explicit opset it is validated against CastLike's own versions (15 and later).  A
+        ``like`` that holds its type packed (a ``torch.float4_e2m1fn_x2`` tensor) gives a
+        packed result.
 
     Returns
     -------
@@ -573,7 +673,8 @@ def cast_like(
                     f"{adapter_for(like_ns).name} array; pass like.dtype or an ONNX type name "
                     "instead"
                 )
-    target = resolve_type(like)
+    _check_packed(packed)
+    target, packed_dtype = _target_of(like)
     if _is_array(like) and not isinstance(like, (np.ndarray, np.generic)):
         like_adapter = adapter_for(aac.array_namespace(like))
         if not moves_strings(like_adapter):
@@ -586,4 +687,73 @@ def cast_like(
                     f"{like_adapter.cannot_hold_hint(string)}"
                 )
     options = {"saturate": saturate, "round_mode": round_mode, "opset": opset, "profile": profile}
-    return _run(Op.CAST_LIKE, x, target, options, errors, like=like)
+    return _run(Op.CAST_LIKE, x, target, options, errors, like=like, packed=packed or packed_dtype)
+
+
+def unpack(data: Any, type: Any, n: int, /) -> Any:
+    """The one-element-per-byte array of ``type`` that packed ``data`` holds.
+
+    The inverse of ``cast(..., packed=True)``: ``unpack(cast(x, T, packed=True), T,
+    x.shape[-1])`` equals ``cast(x, T)``, bit for bit.
+
+    Parameters
+    ----------
+    data : array
+        Packed rows along the last axis, as :func:`cast` with ``packed=True`` writes them and
+        ONNX's ``raw_data`` stores them: ``uint8`` of shape ``(..., ceil(n * bits / 8))``, or
+        a ``torch.float4_e2m1fn_x2`` tensor for FLOAT4E2M1.
+    type : str, int or dtype
+        The sub-byte ONNX type the bytes hold (INT4, UINT4, INT2, UINT2, FLOAT4E2M1,
+        FLOAT6E2M3, FLOAT6E3M2).
+    n : int
+        Elements per row; the row's bits beyond ``n * bits`` are not read.
+
+    Returns
+    -------
+    array
+        Same library and device as ``data``, shape ``(..., n)``, the type's dtype (R10: a
+        library without a one-per-byte dtype for it, torch for FLOAT4E2M1, refuses; pass the
+        packed tensor to :func:`cast` instead, which reads it directly).
+
+    Examples
+    --------
+    >>> import numpy as np, castlike
+    >>> packed = castlike.cast(np.array([[1.0, -2.0, 3.0]]), "INT4", packed=True)
+    >>> packed, packed.dtype.name
+    (array([[225,   3]], dtype=uint8), 'uint8')
+    >>> castlike.unpack(packed, "INT4", 3).tolist()
+    [[1, -2, 3]]
+    """
+    t = resolve_type(type)
+    layout = layout_of(t)
+    if layout is None:
+        names = ", ".join(t.name for t in LAYOUTS)
+        raise CastValueError(f"unpack: {t.name} is not a packed type; the packed ones are {names}")
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+        raise CastValueError(
+            f"unpack: n must be a count of elements (an int >= 0), got {shown_value(n)}"
+        )
+    n = int(n)
+    array, scalar = _as_array(data)
+    if scalar or len(array.shape) == 0:
+        raise CastValueError("unpack: data is 0-d; packed rows lie along a last axis")
+    adapter = adapter_for(_namespace(array))
+    found = adapter.packed_source(array)
+    if found is not None:
+        array, held, _ = found
+        if held is not t:
+            raise CastTypeError(f"unpack: data holds {held.name} packed, not {t.name}")
+    elif _source_type(adapter, array).code != OnnxType.UINT8:
+        raise CastTypeError(
+            f"unpack: packed data is bytes (uint8), and data holds {shown_value(array.dtype)}; "
+            "pass data.view(uint8) if these are its bytes"
+        )
+    length = layout.packed_length(n)
+    if array.shape[-1] != length:
+        raise CastValueError(
+            f"unpack: {n} {t.name} elements per row take {length} byte(s), and data's last "
+            f"axis holds {array.shape[-1]}"
+        )
+    plan = resolve(Op.CAST, t, t)
+    _check_backend_holds(adapter, plan, packed_source=True)
+    return adapter.engine().cast_packed(array, plan, source_row=n, pack=False)

@@ -30,6 +30,9 @@ from .backends import Adapter, adapter_for, adapter_named, moves_strings
 from .backends._numpy_dtypes import is_string_dtype
 from .backends.numpy import ADAPTER as NUMPY
 from .errors import BackendTypeError, CastTypeError, CastValueError
+from .spec.opsets import Op
+from .spec.packing import LAYOUTS
+from .spec.plan import resolve
 from .spec.types import TYPES, OnnxType, TypeSpec
 
 __all__ = ["from_array", "run_node", "to_array"]
@@ -57,67 +60,32 @@ _INT32_FIELD_TYPES = frozenset(
         _T.FLOAT6E3M2,
     }
 )
-#: Types packed several to a byte on the wire: elements per byte (6-bit: see _pack_6bit).
-_PER_BYTE = {
-    _T.UINT4: 2,
-    _T.INT4: 2,
-    _T.FLOAT4E2M1: 2,
-    _T.UINT2: 4,
-    _T.INT2: 4,
-}
-_SIX_BIT = frozenset({_T.FLOAT6E2M3, _T.FLOAT6E3M2})
 
 
 # -- wire format -------------------------------------------------------------------------------
+# The sub-byte types travel packed (castlike.spec.packing.LAYOUTS): flat, in row-major order,
+# one stream for the whole tensor.  Packing and unpacking are the packed casts of the type to
+# itself, by the same native kernels as cast(..., packed=True) and unpack().
 
 
-def _pack(bits: np.ndarray, t: TypeSpec) -> bytes:
-    """Element bit patterns (one per byte) as the packed bytes of ``raw_data``."""
-    code = _T(t.code)
-    flat = bits.reshape(-1).astype(np.uint8)
-    if code in _PER_BYTE:
-        per = _PER_BYTE[code]
-        width = 8 // per
-        padded = np.zeros(-(-flat.size // per) * per, np.uint8)
-        padded[: flat.size] = flat
-        groups = padded.reshape(-1, per)
-        out = np.zeros(groups.shape[0], np.uint8)
-        for i in range(per):  # first element in the least significant bits
-            out |= groups[:, i] << np.uint8(i * width)
-        return out.tobytes()
-    # 6-bit: a little-endian bit stream, four elements in three bytes, the last group
-    # zero-padded and the stream cut to ceil(6 n / 8) bytes (onnx.proto, raw_data).
-    n = flat.size
-    padded = np.zeros(-(-n // 4) * 4, np.uint8)
-    padded[:n] = flat
-    v = padded.reshape(-1, 4).astype(np.uint32)
-    word = v[:, 0] | (v[:, 1] << 6) | (v[:, 2] << 12) | (v[:, 3] << 18)
-    stream = np.stack([(word >> s) & 0xFF for s in (0, 8, 16)], axis=1).astype(np.uint8)
-    return stream.reshape(-1)[: -(-6 * n // 8)].tobytes()
+def _pack(host: np.ndarray, t: TypeSpec) -> bytes:
+    """A NumPy array of the sub-byte type ``t`` as the packed bytes of ``raw_data``."""
+    flat = np.ascontiguousarray(host).reshape(-1)
+    plan = resolve(Op.CAST, t, t)
+    return NUMPY.engine().cast_packed(flat, plan, source_row=None, pack=True).tobytes()
 
 
 def _unpack(data: np.ndarray, t: TypeSpec, count: int) -> np.ndarray:
     """Packed bytes (uint8) as ``count`` element bit patterns, one per byte."""
-    code = _T(t.code)
-    if code in _PER_BYTE:
-        per = _PER_BYTE[code]
-        width = 8 // per
-        mask = np.uint8((1 << width) - 1)
-        parts = [(data >> np.uint8(i * width)) & mask for i in range(per)]
-        out = np.stack(parts, axis=1).reshape(-1)
-    else:
-        groups = -(-count // 4)
-        padded = np.zeros(groups * 3, np.uint8)
-        padded[: min(data.size, padded.size)] = data[: padded.size]
-        b = padded.reshape(-1, 3).astype(np.uint32)
-        word = b[:, 0] | (b[:, 1] << 8) | (b[:, 2] << 16)
-        out = np.stack([(word >> s) & 0x3F for s in (0, 6, 12, 18)], axis=1).astype(np.uint8)
-        out = out.reshape(-1)
-    if out.size < count:
+    layout = LAYOUTS[_T(t.code)]
+    length = layout.packed_length(count)
+    if data.size < length:
         raise CastValueError(
             f"{t.name} tensor: {data.size} packed byte(s) hold fewer than {count} elements"
         )
-    return np.ascontiguousarray(out[:count])
+    plan = resolve(Op.CAST, t, t)
+    flat = np.ascontiguousarray(data[:length])
+    return NUMPY.bits(NUMPY.engine().cast_packed(flat, plan, source_row=count, pack=False), t)
 
 
 def _storage(t: TypeSpec) -> np.dtype[Any]:
@@ -136,7 +104,7 @@ def _bits_of(tensor: Any, t: TypeSpec, count: int) -> np.ndarray:
     storage = _storage(t)
     if tensor.HasField("raw_data"):
         raw = np.frombuffer(tensor.raw_data, dtype=np.uint8)
-        if code in _PER_BYTE or code in _SIX_BIT:
+        if code in LAYOUTS:
             return _unpack(raw, t, count)
         return np.frombuffer(tensor.raw_data, dtype=storage.newbyteorder("<")).astype(storage)
     if code is _T.FLOAT:
@@ -148,7 +116,9 @@ def _bits_of(tensor: Any, t: TypeSpec, count: int) -> np.ndarray:
     if code in (_T.UINT32, _T.UINT64):
         return np.asarray(tensor.uint64_data, dtype=np.uint64).astype(storage)
     values = np.asarray(tensor.int32_data, dtype=np.int64).view(np.uint64)
-    if code in _PER_BYTE:  # each int32 entry holds one packed byte
+    if code in LAYOUTS and LAYOUTS[code].group_bytes == 1:
+        # The 4- and 2-bit types: each int32 entry holds one packed byte (the 6-bit ones, whose
+        # groups span bytes, one element per entry, as onnx.helper writes them).
         return _unpack((values & np.uint64(0xFF)).astype(np.uint8), t, count)
     if code in _INT32_FIELD_TYPES:
         return (values & np.uint64((1 << t.storage_bits) - 1)).astype(storage)
@@ -265,11 +235,11 @@ def from_array(array: Any, name: str | None = None) -> Any:
     t = resolve_type(host.dtype)
     if not host.dtype.isnative:
         host = host.astype(host.dtype.newbyteorder("="))
-    bits = NUMPY.bits(np.ascontiguousarray(host), t)
     code = _T(t.code)
-    if code in _PER_BYTE or code in _SIX_BIT:
-        tensor.raw_data = _pack(bits, t)
+    if code in LAYOUTS:
+        tensor.raw_data = _pack(host, t)
     else:
+        bits = NUMPY.bits(np.ascontiguousarray(host), t)
         tensor.raw_data = bits.astype(_storage(t).newbyteorder("<")).tobytes()
     tensor.data_type = t.code
     return tensor

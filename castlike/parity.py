@@ -11,6 +11,11 @@ result bits are compared (NaN as "is NaN" for IEEE targets reached from sources 
 * 32- and 64-bit sources: the curated inputs of :func:`castlike.testing.curated_inputs` plus
   ``n_random`` random bit patterns, reproducible from ``seed``.
 
+The sub-byte targets are checked packed too (``packed=True``, the inputs as one row), the
+bytes unpacked by the spec's NumPy reference of the layout (:mod:`castlike.spec.packing`), on
+every backend that computes them: torch's FLOAT4E2M1 and FLOAT6 types, and JAX's FLOAT6 types,
+which those libraries hold only packed, are checked that way alone.
+
 The oracle's answers are cached on disk (:func:`castlike.testing.precompute`, computed in
 parallel), so that a second run only costs the backends' time.  A pair a backend cannot hold
 (R10) is *not representable*, never a failure.
@@ -33,9 +38,11 @@ import numpy as np
 import castlike
 
 from .backends import Adapter, adapter_named, backends
+from .backends.numpy import ADAPTER as NUMPY_ADAPTER
 from .spec.opsets import Op, version_for
+from .spec.packing import layout_of, unpack_rows
 from .spec.rules import Mode, Profile, RoundMode, canonical_mode
-from .spec.types import OnnxType, TypeSpec
+from .spec.types import TYPES, OnnxType, TypeSpec
 from .testing import (
     OracleJob,
     all_modes,
@@ -46,6 +53,7 @@ from .testing import (
     numeric_types,
     oracle_bits,
     precompute,
+    to_host,
 )
 
 __all__ = [
@@ -137,6 +145,9 @@ class Cell:
     status: CellStatus
     checks: int = 0
     elements: int = 0
+    #: How the results were read: "one per byte", and "packed" for the sub-byte targets on a
+    #: backend that packs them (each check runs once per layout).
+    layouts: tuple[str, ...] = ()
     mismatches: list[ModeMismatch] = field(default_factory=list)
     reason: str = ""
 
@@ -150,6 +161,7 @@ class Cell:
             "status": self.status.value,
             "checks": self.checks,
             "elements_per_check": self.elements,
+            "layouts": list(self.layouts),
             "mismatching_elements": self.mismatch_count,
             "reason": self.reason,
             "mismatches": [
@@ -256,16 +268,25 @@ def _run_cell(
     limit: int,
     tick: Callable[[], None],
 ) -> Cell:
-    cell = Cell(CellStatus.PASS, checks=len(checks), elements=int(inputs.size))
-    for check in checks:
+    ways = _ways(adapter, target)
+    layouts = tuple("packed" if packed else "one per byte" for packed in ways)
+    cell = Cell(CellStatus.PASS, checks=len(checks), elements=int(inputs.size), layouts=layouts)
+    for check, packed in ((c, p) for c in checks for p in ways):
+        label = f"{check.id}, packed" if packed else check.id
         try:
-            result = castlike.cast(x, target.name, **check.options())
-            host = adapter.to_numpy(result)
+            if packed:
+                host = _unpacked_host(
+                    castlike.cast(x, target.name, packed=True, **check.options()),
+                    target,
+                    inputs.size,
+                )
+            else:
+                host = adapter.to_numpy(castlike.cast(x, target.name, **check.options()))
             want = expected[canonical_mode(check.mode, source, target)]
             mismatch = compare_bits(host, want, source, target, inputs)
         except Exception as exc:  # a crash is a verdict, not the end of the run
             cell.status = CellStatus.ERROR
-            cell.reason = f"{check.id}: {type(exc).__name__}: {exc}"
+            cell.reason = f"{label}: {type(exc).__name__}: {exc}"
             tick()
             continue
         if mismatch is not None:
@@ -281,14 +302,43 @@ def _run_cell(
                 )
             ]
             text = (
-                f"{adapter.name}, mode {check.id}"
+                f"{adapter.name}, mode {label}"
                 + (f" (opset {check.opset})" if check.opset else "")
                 + ": "
                 + mismatch.describe(source, target, limit)
             )
-            cell.mismatches.append(ModeMismatch(check.id, mismatch.count, examples, text))
+            cell.mismatches.append(ModeMismatch(label, mismatch.count, examples, text))
         tick()
     return cell
+
+
+def _ways(adapter: Adapter, target: TypeSpec) -> tuple[bool, ...]:
+    """How a backend's results of ``target`` are checked: one per byte (False) where it holds
+    the type so, and packed (True) where the type packs and the backend computes it."""
+    ways = []
+    if adapter.library_dtype(target) is not None:
+        ways.append(False)
+    if layout_of(target) is not None and _packs(adapter, target):
+        ways.append(True)
+    return tuple(ways)
+
+
+def _packs(adapter: Adapter, target: TypeSpec) -> bool:
+    return adapter.library_dtype(TYPES[_T.UINT8]) is not None and adapter.holds_packed(target)
+
+
+def _unpacked_host(result: Any, target: TypeSpec, n: int) -> np.ndarray:
+    """A packed result (one row of ``n`` elements) brought to the host and unpacked by the
+    spec's NumPy reference (not by the kernels under test), as an array of ``target``."""
+    if hasattr(result, "view") and "float4" in str(getattr(result, "dtype", "")):
+        import torch  # only a torch tensor has a packed dtype
+
+        result = result.view(torch.uint8)
+    data = np.asarray(to_host(result))
+    layout = layout_of(target)
+    assert layout is not None and data.dtype == np.uint8
+    codes = unpack_rows(np, data, layout, n)
+    return NUMPY_ADAPTER.from_bits(codes, target)
 
 
 def run_parity(
@@ -366,7 +416,8 @@ def run_parity(
         for s in sources
         for t in targets
         for a in adapters.values()
-        if a.library_dtype(s) is not None and a.library_dtype(t) is not None
+        if a.library_dtype(s) is not None
+        for _ in _ways(a, t)
     )
     done = 0
 
@@ -400,6 +451,8 @@ def run_parity(
                     )
             for name, adapter in adapters.items():
                 missing = [t.name for t in (source, target) if adapter.library_dtype(t) is None]
+                if adapter.library_dtype(source) is not None and _ways(adapter, target):
+                    missing = []  # held packed only (torch's FLOAT4E2M1): checked so
                 if missing:
                     report.cells[(source.name, target.name, name)] = Cell(
                         CellStatus.NOT_REPRESENTABLE,

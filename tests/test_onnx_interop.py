@@ -26,7 +26,7 @@ from castlike.testing import numeric_types, random_inputs  # noqa: E402
 
 _T = OnnxType
 NUMERIC = numeric_types()
-SHAPES = [(), (0,), (1,), (3,), (5,), (2, 3), (7, 1), (3, 5, 2)]
+SHAPES = [(), (0,), (1,), (2,), (3,), (4,), (5,), (8,), (9,), (2, 3), (7, 1), (3, 5, 2)]
 
 
 def _name(t: TypeSpec) -> str:

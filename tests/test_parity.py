@@ -59,10 +59,14 @@ def test_parity_on_a_subset(backend: str, oracle_cache: Path) -> None:
         size = sum(inputs_for(s, k).size for k in keys)
         for t in TARGETS:
             cell = report.cell(s, t, backend)
-            if adapter.library_dtype(s) is not None and adapter.library_dtype(t) is not None:
+            one_per_byte = adapter.library_dtype(t) is not None
+            packed = t.is_sub_byte and adapter.holds_packed(t)
+            if adapter.library_dtype(s) is not None and (one_per_byte or packed):
                 assert cell.status is CellStatus.PASS
                 assert cell.checks == len(checks_for(s, t))
                 assert cell.elements == size
+                want = ("one per byte",) * one_per_byte + ("packed",) * packed
+                assert cell.layouts == want
             else:
                 assert cell.status is CellStatus.NOT_REPRESENTABLE
                 assert backend in cell.reason
@@ -441,3 +445,28 @@ def test_docs_list_the_wheel_differences_and_gaps() -> None:
     for name in set().union(*WHEEL_SPEC_DIFFERENCES.values()):
         base = name.removesuffix("_expanded")
         assert base in text, f"docs/conformance.rst does not list {name}"
+
+
+@pytest.mark.numpy_session
+def test_parity_catches_a_wrong_packed_bit(
+    monkeypatch: pytest.MonkeyPatch, oracle_cache: Path
+) -> None:
+    """A packing error that leaves the one-per-byte results right is still a mismatch: the
+    packed results are read back by the spec's reference, not by the kernels."""
+    adapter = adapter_named("numpy")
+    real = type(adapter.engine()).cast_packed
+
+    def flipped(self: Any, x: Any, plan: Any, *, source_row: Any, pack: bool) -> Any:
+        out = np.array(real(self, x, plan, source_row=source_row, pack=pack))
+        if pack:
+            out.reshape(-1)[0] ^= 1
+        return out
+
+    monkeypatch.setattr(type(adapter.engine()), "cast_packed", flipped)
+    source, target = TYPES[_T.FLOAT], TYPES[_T.INT4]
+    report = run_parity(["numpy"], sources=[source], targets=[target], cache_dir=oracle_cache)
+    cell = report.cell(source, target, "numpy")
+    assert cell.status is CellStatus.MISMATCH
+    assert cell.layouts == ("one per byte", "packed")
+    assert all(m.check.endswith(", packed") for m in cell.mismatches)
+    assert len(cell.mismatches) == len(checks_for(source, target))

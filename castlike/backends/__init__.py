@@ -46,6 +46,7 @@ __all__ = [
     "loaded_adapters",
     "moves_strings",
     "onnx_type_of_dtype",
+    "packed_type_of_dtype",
     "register",
 ]
 
@@ -303,6 +304,16 @@ def onnx_type_of_dtype(dtype: Any) -> OnnxType | None:
     own = [a for a in adapters if a.name.replace("-", "_") == owner]  # array-api-strict too
     for adapter in own + adapters:
         found = adapter.onnx_type_of(dtype)
+        if found is not None:
+            return found
+    return None
+
+
+def packed_type_of_dtype(dtype: Any) -> OnnxType | None:
+    """The sub-byte type a packed dtype of an imported library holds (torch's
+    ``float4_e2m1fn_x2``), or None for every other object."""
+    for adapter in loaded_adapters():
+        found = adapter.packed_type_of(dtype)
         if found is not None:
             return found
     return None

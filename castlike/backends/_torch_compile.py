@@ -12,7 +12,8 @@ torch 2.13 cannot have on that path:
   ``castlike::bytes_of`` / ``castlike::bytes_as`` (:data:`OPAQUE_TO_INDUCTOR`);
 * castlike's native kernels: a CPU cast runs them through ``castlike::native_cast``, one
   opaque operator (faster than the graph of torch ops for most casts: ``docs/torch.rst``).
-  :func:`run_native` is that call on a tensor's memory, which the eager path shares.
+  :func:`run_native` is that call on a tensor's memory, which the eager path shares; a packed
+  cast likewise runs :func:`run_packed` through ``castlike::packed_cast``.
 
 And one repair of torch itself: :func:`_name_the_shell_dtypes` (see there).
 """
@@ -27,6 +28,7 @@ import torch
 
 from .. import _native
 from .._native.routes import kernel_for
+from ..spec.packing import layout_of
 from ..spec.rules import Mode, Profile, RoundMode
 from ..spec.tables import FLOAT32_CLASS_BITS, float32_class_table, pattern_table
 from ..spec.types import TYPES, Kind, OnnxType, TypeSpec
@@ -41,8 +43,10 @@ __all__ = [
     "native_cast",
     "native_enabled",
     "native_kernel",
+    "packed_cast",
     "result_strides",
     "run_native",
+    "run_packed",
 ]
 
 _T = OnnxType
@@ -355,7 +359,131 @@ def _native_cast(
 def _native_cast_dtype(target: TypeSpec) -> torch.dtype:
     if _T(target.code) in OPAQUE_TO_INDUCTOR:
         return torch.uint8
-    return TORCH_DTYPES[_T(target.code)]
+    return shell_dtype(target)
+
+
+def shell_dtype(t: TypeSpec) -> torch.dtype:
+    """The dtype holding ``t`` while a cast computes it: its torch dtype, or ``uint8`` (its
+    bit patterns) for the sub-byte types torch has none for (FLOAT4E2M1, FLOAT6*)."""
+    found = TORCH_DTYPES.get(_T(t.code))
+    return torch.uint8 if found is None and t.is_sub_byte else TORCH_DTYPES[_T(t.code)]
+
+
+# -- packed casts ------------------------------------------------------------------------------
+
+
+def run_packed(
+    x: torch.Tensor,
+    source: TypeSpec,
+    target: TypeSpec,
+    mode: Mode,
+    source_row: int | None,
+    pack: bool,
+) -> torch.Tensor | None:
+    """A packed cast of a CPU tensor by the native kernels' one pass (``Kernel.packed`` /
+    ``Kernel.unpacked``) on the tensors' memory; None where no kernel covers the cast.
+
+    ``x`` is of ``source``, or with ``source_row`` its packed bytes (uint8, rows of
+    ``source_row`` elements); with ``pack`` the result is packed bytes (uint8), else of
+    ``target`` (its :func:`shell_dtype`)."""
+    kernel = native_kernel(source, target, mode)
+    if kernel is None:
+        return None
+    threads = _native.get_num_threads()
+    if source_row is not None:
+        source_layout = layout_of(source)
+        assert source_layout is not None
+        out = torch.empty((*x.shape[:-1], source_row), dtype=shell_dtype(target))
+        if out.numel():
+            data = x.contiguous().numpy()
+            unpacked = out.view(UINT[target.storage_bits]).numpy()
+            kernel.unpacked(data, unpacked, source_row, source_layout.bits, threads)
+        if not pack:
+            return out
+        x, source = out, target
+        kernel = native_kernel(target, target, mode)  # the bits as they are
+    layout = layout_of(target)
+    assert layout is not None
+    n = x.shape[-1]
+    out = torch.empty((*x.shape[:-1], layout.packed_length(n)), dtype=torch.uint8)
+    if x.numel():
+        bits = x.view(UINT[source.storage_bits]).contiguous().numpy()
+        kernel.packed(bits, out.numpy(), n, layout.bits, threads)
+    return out
+
+
+def packed_cast(
+    x: torch.Tensor,
+    source: TypeSpec,
+    target: TypeSpec,
+    mode: Mode,
+    source_row: int | None,
+    pack: bool,
+) -> torch.Tensor:
+    """Under ``torch.compile``: :func:`run_packed` as the opaque ``castlike::packed_cast``
+    (call it where :func:`native_kernel` covers the cast)."""
+    m = mode.effective_for(target)
+    bits = x.view(UINT[source.storage_bits]) if source_row is None and source.is_sub_byte else x
+    result = torch.ops.castlike.packed_cast(
+        bits,
+        source.code,
+        target.code,
+        m.saturate,
+        m.round_mode.value,
+        m.profile.value,
+        m.inf_to_fnuz_is_nan,
+        -1 if source_row is None else source_row,
+        pack,
+    )
+    if not pack and _T(target.code) in OPAQUE_TO_INDUCTOR:
+        return torch.ops.castlike.bytes_as(result, target.code)
+    return result
+
+
+@torch.library.custom_op("castlike::packed_cast", mutates_args=())
+def _packed_cast(
+    x: torch.Tensor,
+    source_code: int,
+    target_code: int,
+    saturate: bool,
+    round_mode: str,
+    profile: str,
+    inf_to_fnuz_is_nan: bool,
+    source_row: int,
+    pack: bool,
+) -> torch.Tensor:
+    """A packed cast of a CPU tensor by the native kernels, as one opaque operator of a
+    compiled graph (``source_row`` -1: ``x`` is not packed).  Unpacked results of the types
+    Inductor cannot hold come back as their bytes (uint8) for ``castlike::bytes_as``."""
+    source, target = TYPES[_T(source_code)], TYPES[_T(target_code)]
+    mode = Mode(saturate, RoundMode(round_mode), Profile(profile), inf_to_fnuz_is_nan)
+    if source.is_sub_byte and source_row < 0:
+        x = x.view(shell_dtype(source)) if source.code not in OPAQUE_TO_INDUCTOR else x
+    out = run_packed(x, source, target, mode, None if source_row < 0 else source_row, pack)
+    assert out is not None, "traced only where native_kernel() covers the cast"
+    return out.view(torch.uint8) if not pack and target.is_sub_byte else out
+
+
+@_packed_cast.register_fake
+def _packed_cast_fake(
+    x: torch.Tensor,
+    source_code: int,
+    target_code: int,
+    saturate: bool,
+    round_mode: str,
+    profile: str,
+    inf_to_fnuz_is_nan: bool,
+    source_row: int,
+    pack: bool,
+) -> torch.Tensor:
+    target = TYPES[_T(target_code)]
+    n = x.shape[-1] if source_row < 0 else source_row
+    if pack:
+        layout = layout_of(target)
+        assert layout is not None
+        return x.new_empty((*x.shape[:-1], layout.packed_length(n)), dtype=torch.uint8)
+    dtype = torch.uint8 if target.is_sub_byte else shell_dtype(target)
+    return x.new_empty((*x.shape[:-1], n), dtype=dtype)
 
 
 @_native_cast.register_fake

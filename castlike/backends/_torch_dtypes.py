@@ -58,19 +58,28 @@ BY_DTYPE: dict[torch.dtype, OnnxType] = {dtype: t for t, dtype in TORCH_DTYPES.i
 #: The same by plain int code (no enum conversion on the hot path of every cast).
 BY_CODE: dict[int, torch.dtype] = {int(t): dtype for t, dtype in TORCH_DTYPES.items()}
 
+#: torch's dtypes that hold a sub-byte type packed along the last axis, in ONNX's bit order
+#: (the first element in the low nibble), and the type they hold.
+PACKED_DTYPES: dict[torch.dtype, OnnxType] = (
+    {torch.float4_e2m1fn_x2: _T.FLOAT4E2M1} if hasattr(torch, "float4_e2m1fn_x2") else {}
+)
+
 #: What to do instead, for the types no torch version holds (R10).
 NOT_IN_TORCH: dict[OnnxType, str] = {
     _T.FLOAT4E2M1: (
         "PyTorch has no one-element-per-byte FLOAT4E2M1 dtype (torch.float4_e2m1fn_x2 packs "
-        "two values per byte); cast a NumPy array instead, e.g. "
-        "castlike.cast(x.cpu().numpy(), 'FLOAT4E2M1') gives an ml_dtypes.float4_e2m1fn array"
+        "two values per byte); cast with packed=True for a float4_e2m1fn_x2 tensor, or cast a "
+        "NumPy array, e.g. castlike.cast(x.cpu().numpy(), 'FLOAT4E2M1') gives an "
+        "ml_dtypes.float4_e2m1fn array"
     ),
     _T.FLOAT6E2M3: (
-        "PyTorch has no FLOAT6E2M3 dtype; cast a NumPy array instead, e.g. "
+        "PyTorch has no FLOAT6E2M3 dtype; cast with packed=True for its packed bytes (uint8), "
+        "or cast a NumPy array, e.g. "
         "castlike.cast(x.cpu().numpy(), 'FLOAT6E2M3') gives an ml_dtypes.float6_e2m3fn array"
     ),
     _T.FLOAT6E3M2: (
-        "PyTorch has no FLOAT6E3M2 dtype; cast a NumPy array instead, e.g. "
+        "PyTorch has no FLOAT6E3M2 dtype; cast with packed=True for its packed bytes (uint8), "
+        "or cast a NumPy array, e.g. "
         "castlike.cast(x.cpu().numpy(), 'FLOAT6E3M2') gives an ml_dtypes.float6_e3m2fn array"
     ),
     _T.STRING: (

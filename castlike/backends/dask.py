@@ -9,6 +9,7 @@ array that cannot be cast (see :func:`_checked_blocks`).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -20,6 +21,8 @@ from dask.highlevelgraph import HighLevelGraph
 
 from .._adapter import Adapter
 from .._engine import Engine
+from ..errors import CastValueError
+from ..spec.packing import layout_of
 from ..spec.types import Kind, OnnxType, TypeSpec
 from .numpy import ADAPTER as NUMPY
 
@@ -28,6 +31,8 @@ __all__ = ["ADAPTER", "DaskAdapter", "DaskEngine"]
 
 class DaskAdapter(Adapter):
     """Dask arrays of NumPy chunks."""
+
+    packs = True
 
     name = "dask"
     xp = xp_dask
@@ -179,6 +184,71 @@ class DaskEngine(Engine):
     def cast(self, x: Any, plan: Any) -> Any:
         numpy_engine = NUMPY.engine()
         return x.map_blocks(numpy_engine.cast, plan, dtype=NUMPY.library_dtype(plan.target))
+
+    def cast_packed(self, x: Any, plan: Any, *, source_row: int | None, pack: bool) -> Any:
+        """Block by block with the NumPy engine's packed cast, the last axis rechunked first
+        where a chunk boundary would split a byte (see :func:`_whole_groups`)."""
+        numpy_engine = NUMPY.engine()
+        target = plan.target
+        _known_last_chunks(x)
+        if source_row is not None:
+            source_layout = layout_of(plan.source)
+            assert source_layout is not None
+            x = _whole_groups(x, source_layout.group_bytes)
+            # Elements per block: whole groups, the last block what is left of the row.
+            counts = [c // source_layout.group_bytes * source_layout.group for c in x.chunks[-1]]
+            counts[-1] = source_row - sum(counts[:-1])
+
+            def unpack_block(block: np.ndarray, block_id: tuple[int, ...]) -> np.ndarray:
+                row = counts[block_id[-1]]
+                return numpy_engine.cast_packed(block, plan, source_row=row, pack=False)
+
+            dtype = NUMPY.library_dtype(target)
+            x = x.map_blocks(
+                unpack_block,
+                chunks=(*x.chunks[:-1], tuple(counts)),
+                dtype=dtype,
+                meta=_meta(x, dtype),
+            )
+            if not pack:
+                return x
+            plan = replace(plan, source=target)  # the bits as they are
+        layout = layout_of(target)
+        assert layout is not None
+        x = _whole_groups(x, layout.group)
+        lengths = tuple(layout.packed_length(c) for c in x.chunks[-1])
+        return x.map_blocks(
+            partial(numpy_engine.cast_packed, source_row=None, pack=True),
+            plan,
+            chunks=(*x.chunks[:-1], lengths),
+            dtype=np.uint8,
+            meta=_meta(x, np.uint8),
+        )
+
+
+def _known_last_chunks(x: Any) -> None:
+    if x.ndim and any(c != c for c in x.chunks[-1]):  # NaN: unknown sizes
+        raise CastValueError(
+            "a packed cast needs the chunk sizes of the last axis, and this Dask array's are "
+            "unknown; call x.compute_chunk_sizes() first"
+        )
+
+
+def _whole_groups(x: Any, group: int) -> Any:
+    """``x`` rechunked along its last axis so that every chunk but the last holds whole
+    groups of ``group`` (elements that share bytes, or bytes that share elements): each block
+    then packs or unpacks on its own.  ``x`` itself where its chunks already do."""
+    chunks = x.chunks[-1]
+    if all(c % group == 0 for c in chunks[:-1]):
+        return x
+    total = sum(chunks)
+    bounds, position = set(), 0
+    for c in chunks[:-1]:
+        position += c
+        bounds.add(position // group * group)
+    edges = [*sorted(bounds - {0, total}), total]
+    new = tuple(b - a for a, b in zip([0, *edges[:-1]], edges, strict=True))
+    return x.rechunk({x.ndim - 1: new})
 
 
 #: The one Dask adapter.

@@ -149,6 +149,8 @@ def _is_tracer(x: Any) -> bool:
 class JaxAdapter(Adapter):
     """jax.Array and tracers, with the ml_dtypes types jax.numpy shares with NumPy."""
 
+    packs = True
+
     name = "jax"
     xp = jnp
     library_pairs = LIBRARY_PAIRS
@@ -199,7 +201,13 @@ class JaxAdapter(Adapter):
     def uint(self, bits: int) -> np.dtype[Any]:
         return _UINTS[bits]
 
+    def holds_packed(self, t: TypeSpec) -> bool:
+        # The FLOAT6 types XLA cannot hold are computed in uint8 shells (see from_bits).
+        return self.library_dtype(t) is not None or _T(t.code) in UNHOLDABLE_TYPES
+
     def bits(self, x: Any, t: TypeSpec) -> Any:
+        if _T(t.code) in UNHOLDABLE_TYPES:  # a shell: uint8 holding the bit patterns
+            return x & ((1 << t.bits) - 1)
         if t.kind is Kind.BOOL:
             return canonical_bool(x).astype(_UINTS[8])
         if t.is_sub_byte:
@@ -212,6 +220,10 @@ class JaxAdapter(Adapter):
         return x if x.dtype == storage else lax.bitcast_convert_type(x, storage)
 
     def from_bits(self, u: Any, t: TypeSpec) -> Any:
+        """``u`` as ``t``; the types XLA cannot hold (FLOAT6*) stay uint8 "shells" of their
+        bit patterns, which only a packed cast hands out (packed=True)."""
+        if _T(t.code) in UNHOLDABLE_TYPES:
+            return u.astype(_UINTS[8])
         dtype = JAX_DTYPES[_T(t.code)]
         if t.kind is Kind.BOOL:
             return u != 0

@@ -11,6 +11,7 @@ from .. import _native
 from .._adapter import Adapter
 from .._engine import Engine
 from .._native.routes import kernel_for
+from ..spec.packing import layout_of
 from ..spec.rules import Mode
 from ..spec.tables import byte_table
 from ..spec.types import TYPES, Kind, OnnxType, TypeSpec
@@ -36,6 +37,8 @@ LIBRARY_PAIRS: frozenset[tuple[int, int]] = frozenset(
 
 class NumpyAdapter(Adapter):
     """NumPy arrays (and NumPy scalars) with ml_dtypes types."""
+
+    packs = True
 
     name = "numpy"
     # NumPy 2 itself: array-api-compat's wrapper adds nothing the engine uses, and importing
@@ -153,6 +156,41 @@ class NumpyEngine(Engine):
             if kernel is not None:
                 return _run_kernel(kernel, x, target)
         return self.cast_pure(x, plan)
+
+    def cast_packed(self, x: Any, plan: Any, *, source_row: int | None, pack: bool) -> Any:
+        """The native kernel's one pass where it covers the cast: it unpacks or packs rows
+        block by block in the caches around the cast (see ``Kernel.packed``); the composed
+        path otherwise."""
+        native = _native.module()
+        kernel = None if native is None else kernel_for(native, plan.source, plan.target, plan.mode)
+        if kernel is None:
+            with np.errstate(all="ignore"):
+                return super().cast_packed(x, plan, source_row=source_row, pack=pack)
+        assert native is not None
+        x = np.asarray(x)
+        target = plan.target
+        threads = _native.get_num_threads()
+        if source_row is not None:
+            source_layout = layout_of(plan.source)
+            assert source_layout is not None
+            out = np.empty((*x.shape[:-1], source_row), dtype=NUMPY_DTYPES[_T(target.code)])
+            if out.size:
+                data = np.ascontiguousarray(x)
+                kernel.unpacked(data, out, source_row, source_layout.bits, threads)
+            if not pack:
+                return out
+            x = out
+            kernel = kernel_for(native, target, target, plan.mode)  # the bits as they are
+        layout = layout_of(target)
+        assert layout is not None
+        if not x.dtype.isnative:
+            x = x.astype(x.dtype.newbyteorder("="))
+        n = x.shape[-1]
+        out = np.empty((*x.shape[:-1], layout.packed_length(n)), dtype=np.uint8)
+        if x.size:
+            x = np.ascontiguousarray(x)  # aligned too: a fresh copy where it was not contiguous
+            kernel.packed(x, out, n, layout.bits, threads)
+        return out
 
     def cast_pure(self, x: np.ndarray, plan: Any) -> Any:
         """The cast by NumPy operations only (the reference for the native kernels)."""

@@ -58,6 +58,7 @@ from ._torch_dtypes import (
     DTYPE_NAMES,
     GATHER,
     NOT_IN_TORCH,
+    PACKED_DTYPES,
     SIGNED,
     TORCH_DTYPES,
     UINT,
@@ -169,6 +170,8 @@ def _signed_value(value: Any, bits: int) -> Any:
 class TorchAdapter(Adapter):
     """torch tensors: the dtypes above, on the tensor's own device."""
 
+    packs = True
+
     name = "torch"
     xp = xp_torch
     library_pairs = LIBRARY_PAIRS
@@ -196,6 +199,39 @@ class TorchAdapter(Adapter):
             f"this torch ({torch.__version__}) has no torch.{name}; upgrade torch, or cast a "
             f"NumPy array instead (castlike.cast(x.cpu().numpy(), {t.name!r}))"
         )
+
+    def packed_type_of(self, dtype: Any) -> OnnxType | None:
+        return PACKED_DTYPES.get(dtype) if isinstance(dtype, torch.dtype) else None
+
+    def packed_source(self, x: Any) -> tuple[Any, TypeSpec, int] | None:
+        found = PACKED_DTYPES.get(x.dtype)
+        if found is None:
+            return None
+        if x.ndim == 0:
+            raise BackendTypeError(
+                f"torch: a 0-d {x.dtype} tensor has no last axis to unpack along; pass x.reshape(1)"
+            )
+        # float4_e2m1fn_x2: two elements per byte along the last axis, the first in the low
+        # nibble (ONNX's order), so its bytes are the packed rows as they stand.
+        return x.view(torch.uint8), TYPES[found], 2 * x.shape[-1]
+
+    def holds_packed(self, t: TypeSpec) -> bool:
+        # Bit patterns of every sub-byte type are computed in uint8 shells (see shell_dtype).
+        return True
+
+    def packed_result(self, data: Any, t: TypeSpec) -> Any:
+        for dtype, held in PACKED_DTYPES.items():
+            if held == t.code:
+                return data.view(dtype)
+        return data
+
+    def shell_dtype(self, t: TypeSpec) -> torch.dtype:
+        """The dtype that holds ``t`` while a cast computes it: its own, or, for the sub-byte
+        types torch has no one-per-byte dtype for (FLOAT4E2M1, FLOAT6*), ``uint8`` holding
+        the bit patterns, which only a packed cast hands out (packed)."""
+        if self.library_dtype(t) is None and not t.is_sub_byte:
+            return self._require(t)  # the error, with its hint
+        return compiled.shell_dtype(t)
 
     def _require(self, t: TypeSpec) -> torch.dtype:
         dtype = self.library_dtype(t)
@@ -236,7 +272,7 @@ class TorchAdapter(Adapter):
         cannot compile are a copy by an opaque operator, as in :meth:`storage`."""
         u = self.narrow(u, t.storage_bits)
         found = compiled.bytes_as(u, t)
-        return u.view(self._require(t)) if found is None else found
+        return u.view(self.shell_dtype(t)) if found is None else found
 
     def narrow(self, u: Any, bits: int) -> torch.Tensor:
         if u.dtype.itemsize * 8 == bits:
@@ -434,7 +470,8 @@ class TorchEngine(Engine):
             else:
                 kernel = compiled.native_kernel(source, target, mode)
                 if kernel is not None:
-                    return compiled.run_native(kernel, x, source, self.a._require(target), target)
+                    dtype = self.a.shell_dtype(target)
+                    return compiled.run_native(kernel, x, source, dtype, target)
         route = self.route(source, target, mode)
         if (
             torch.compiler.is_compiling()  # first: no guard on the size while tracing
@@ -447,12 +484,30 @@ class TorchEngine(Engine):
         # Copies go through same-width integer views: torch has no copy kernel for the shell
         # dtypes (reshape copies a non-contiguous tensor).
         flat = x.view(GATHER[source.storage_bits]).reshape(-1).view(x.dtype)
-        out = torch.empty(n, dtype=self.a._require(target))
+        out = torch.empty(n, dtype=self.a.shell_dtype(target))
         out_bits = out.view(GATHER[target.storage_bits])
         for start in range(0, n, self.BLOCK):
             block = self.run(flat[start : start + self.BLOCK], route)
             out_bits[start : start + self.BLOCK] = block.view(out_bits.dtype)
         return out.reshape(x.shape)
+
+    def cast_packed(self, x: Any, plan: Plan, *, source_row: int | None, pack: bool) -> Any:
+        """CPU tensors: the native kernels' one pass (as :class:`NumpyEngine`) on the tensors'
+        memory, eagerly or as one opaque operator of a compiled graph; elsewhere the composed
+        path of torch operations."""
+        if source_row is None:
+            _check_strided(x)
+        x = x.detach()
+        source, target, mode = plan.source, plan.target, plan.mode
+        if x.device.type == "cpu":
+            if torch.compiler.is_compiling():
+                if compiled.native_enabled() and covers(source, target, mode):
+                    return compiled.packed_cast(x, source, target, mode, source_row, pack)
+            else:
+                found = compiled.run_packed(x, source, target, mode, source_row, pack)
+                if found is not None:
+                    return found
+        return super().cast_packed(x, plan, source_row=source_row, pack=pack)
 
     def pattern_table(self, x: Any, route: Route) -> Any:
         if route.source.kind is Kind.BOOL and (

@@ -282,12 +282,13 @@ def _print_coverage(report: ParityReport, console: Any, cache: Path, computed: i
     pairs = len({(s, t) for (s, t, _b) in report.cells})
     modes = max((c.checks for c in cells.values()), default=0)
     per_source = {s: c.elements for (s, _t, _b), c in cells.items()}
-    casts = sum(c.checks * c.elements for c in cells.values())
+    casts = sum(c.checks * len(c.layouts) * c.elements for c in cells.values())
     sixteen = "every pattern" if report.exhaustive else f"{report.n_random} random patterns"
     console.print(
         f"checked: {pairs} pairs ({len(report.sources)} sources x {len(report.targets)} "
         f"targets) x up to {modes} modes (saturate x round_mode x profile, and Cast-19..23's "
-        f"Inf rule into FNUZ) on {', '.join(report.backends)}",
+        f"Inf rule into FNUZ) on {', '.join(report.backends)}; the sub-byte targets one per "
+        "byte and packed",
         highlight=False,
     )
     console.print(

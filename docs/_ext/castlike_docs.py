@@ -470,12 +470,44 @@ def array_api_types() -> str:
     return note + _grid(["", "types"], rows)
 
 
+def packed_layouts() -> str:
+    """Where each element's bits lie in the packed bytes, per layout of
+    :data:`castlike.spec.packing.LAYOUTS` (element ``i``'s bit ``j`` is bit ``i * bits + j``
+    of the row's little-endian stream), with the types of each layout."""
+    from castlike.spec.packing import LAYOUTS
+
+    by_layout: dict[Any, list[str]] = {}
+    for code, layout in LAYOUTS.items():
+        by_layout.setdefault(layout, []).append(code.name)
+    parts = []
+    for layout, names in by_layout.items():
+        cells: dict[tuple[int, int], str] = {}
+        for i in range(layout.group):
+            for j in range(layout.bits):
+                position = i * layout.bits + j
+                cells[(position // 8, position % 8)] = f"e{i}[{j}]"
+        rows = [
+            [f"byte {b}", *(cells[(b, bit)] for bit in range(7, -1, -1))]
+            for b in range(layout.group_bytes)
+        ]
+        title = (
+            f"{layout.bits}-bit: {', '.join(names)} ({layout.group} elements in "
+            f"{layout.group_bytes} byte{'s' if layout.group_bytes > 1 else ''})"
+        )
+        parts.append(
+            f"{title}\n{'~' * len(title)}\n\n"
+            + _grid(["", *(f"bit {bit}" for bit in range(7, -1, -1))], rows, css="compact values")
+        )
+    return "\n".join(parts)
+
+
 def generate(app: Any = None) -> None:
     _write("type_matrix.rst", type_matrix())
     _write("value_tables.rst", value_tables())
     _write("backend_table.rst", backend_table())
     _write("array_api_types.rst", array_api_types())
     _write("profile_table.rst", profile_table())
+    _write("packed_layouts.rst", packed_layouts())
     _write("cli_reference.rst", cli_reference())
     cli_examples()
     _write("differences.rst", differences())
