@@ -33,16 +33,13 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import argparse
 import json
 import platform
-import random
-import statistics
-import time
 from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
-from _common import same_bits
+from _common import median_interleaved, same_bits
 
 import castlike
 from castlike import _native
@@ -202,28 +199,6 @@ def jax_fn(x: np.ndarray, target: str) -> Callable[[], Any] | None:
     except Exception:
         return None
     return lambda: convert(device_x).block_until_ready()
-
-
-def median_interleaved(fns: dict[str, Callable[[], Any]], rounds: int) -> dict[str, float]:
-    """Median seconds per contender over ``rounds`` rounds of one call each, after a warm-up.
-
-    Each round calls the contenders in a new order (seeded): a call meets the memory its
-    predecessor freed and the caches it evicted, and in a fixed order one contender always
-    followed the copy of 5 MB (at 10**6 elements that made it up to 1.8x slower than the same
-    call after another contender).
-    """
-    for fn in fns.values():
-        fn()
-    times: dict[str, list[float]] = {name: [] for name in fns}
-    order = list(fns.items())
-    shuffle = random.Random(len(order) * 1000 + rounds).shuffle
-    for _ in range(rounds):
-        shuffle(order)
-        for name, fn in order:
-            start = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(ts) for name, ts in times.items()}
 
 
 PEERS_1T = ("astype", "ort 1t", "torch 1t")
