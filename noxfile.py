@@ -22,7 +22,6 @@ nox.options.sessions = [
     "sanitize",
     "exhaustive32",
     "parity",
-    "conformance",
     "docs",
     "fuzz",
     "oldest",
@@ -251,13 +250,21 @@ def parity(session: nox.Session) -> None:
         env=X64,
     )
     session.run("pytest", "-m", "parity", *session.posargs, env=X64)
+    # The conformance run needs the same installation: in CI it runs here (one install and
+    # build of the kernels fewer); ``nox -s conformance`` runs it alone.
+    _conformance(session)
 
 
 @nox.session(python=PYTHON)
 def conformance(session: nox.Session) -> None:
     """The ONNX node tests for Cast/CastLike on every backend: the current onnx's cases
-    (reference profile) and the data of the 1.14.1, 1.16.2 and 1.18.0 wheels (legacy)."""
+    (reference profile) and the data of the 1.14.1, 1.16.2 and 1.18.0 wheels (legacy).
+    Also run by the parity session (which CI runs)."""
     install(session, ",".join(["test", "onnx", "cli", *ALL_EXTRAS]))
+    _conformance(session)
+
+
+def _conformance(session: nox.Session) -> None:
     backends = [arg for info in BACKENDS for arg in ("--backend", info.name)]
     versions = [arg for v in ("1.14.1", "1.16.2", "1.18.0") for arg in ("--onnx-version", v)]
     session.run(

@@ -219,9 +219,11 @@ class Adapter(ABC):
         """An array of this library as a NumPy array of the same ONNX type (bits kept)."""
         raise NotImplementedError
 
-    def repeat_cast(self, plan: Any) -> Any:
-        """A function casting any array of ``plan.source`` as ``plan`` says, with no further
-        validation, for the frontend to reuse on repeated calls; None where there is none."""
+    def repeat_cast(self, plan: Any, *, packed: bool = False) -> Any:
+        """A function casting any array of ``plan.source`` as ``plan`` says (and packing the
+        result, with ``packed``), with no further validation, for the frontend to reuse on
+        repeated calls; None where there is none.  The function returns None for an input it
+        declines, which then takes the full path."""
         return None
 
     # -- packed layouts (castlike.spec.packing) ------------------------------------------------

@@ -440,6 +440,8 @@ def _run(
         result = engine.cast_packed(array, plan, source_row=source_row, pack=packed)
         if packed:
             result = adapter.packed_result(result, target)
+            if remember_as is not None and array is x:
+                remember(x, *remember_as, lambda: adapter.repeat_cast(plan, packed=True))
     else:
         result = adapter.engine().cast(array, plan)
         if remember_as is not None and array is x:
@@ -590,18 +592,15 @@ def cast(
     >>> [hex(b) for b in y.view(np.uint8)]
     ['0x1d', '0x7e', '0x7e', '0x7e']
     """
-    if packed is False:  # the usual case: the repeat-call path knows no packing
-        simple = (saturate, round_mode, opset, profile, errors)
-        found = cached_cast(x, to, simple)
-        if found is not None:
-            return found
-    else:
-        _check_packed(packed)
+    simple = (saturate, round_mode, opset, profile, errors, packed)
+    found = cached_cast(x, to, simple)
+    if found is not None:
+        return found
+    _check_packed(packed)
     target, packed_dtype = _target_of(to)
     options = {"saturate": saturate, "round_mode": round_mode, "opset": opset, "profile": profile}
-    if packed or packed_dtype:
-        return _run(Op.CAST, x, target, options, errors, packed=True)
-    return _run(Op.CAST, x, target, options, errors, remember_as=(to, simple))
+    packed = packed or packed_dtype
+    return _run(Op.CAST, x, target, options, errors, remember_as=(to, simple), packed=packed)
 
 
 def _check_packed(packed: Any) -> None:

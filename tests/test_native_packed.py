@@ -49,12 +49,16 @@ _UNPACKED = [
 ]
 _ROWS = [*range(1, 10), 17, 31, 1000]
 _ROW_COUNTS = [0, 1, 2, 3, 5, 13]
-#: (row, rows) beyond a block of 2048 elements: rows longer than a block, whole in bytes or not,
-#: and many short rows that do not fill whole bytes, whose blocks straddle rows; all past the
-#: size below which a call keeps the GIL.
+#: (row, rows) around and beyond a block of 8192 elements (kPackBlock): rows longer than a
+#: block, whole in bytes or not, and many short rows that do not fill whole bytes, whose blocks
+#: straddle rows; all past the size below which a call keeps the GIL.
 _BLOCK_CASES = [
     (2048, 3),
     (2049, 3),
+    (8192, 2),
+    (8193, 3),
+    (16389, 2),
+    (5, 4000),
     (4103, 2),
     (5000, 2),
     (12345, 1),

@@ -368,3 +368,43 @@ def test_torch_compile() -> None:
     packed = castlike.cast(x, "FLOAT4E2M1", packed=True)
     unpack_cast = torch.compile(lambda a: castlike.cast(a, "FLOAT"), fullgraph=True)
     assert torch.equal(unpack_cast(packed), castlike.cast(packed, "FLOAT"))
+
+
+@pytest.mark.numpy_session
+def test_repeat_calls_skip_the_engine(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A packed cast seen before runs its remembered kernel (as unpacked casts do): the same
+    bytes without the engine; inputs it declines (0-d, here) still meet the full path."""
+    from castlike.backends.numpy import NumpyEngine
+
+    x = _floats((3, 7), seed=2)
+    first = castlike.cast(x, "FLOAT4E2M1", packed=True)
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the engine ran")
+
+    monkeypatch.setattr(NumpyEngine, "cast_packed", refuse)
+    np.testing.assert_array_equal(castlike.cast(x, "FLOAT4E2M1", packed=True), first)
+    strided = x[:, ::2]  # the same dtype: the remembered kernel, on a contiguous copy
+    np.testing.assert_array_equal(
+        castlike.cast(strided, "FLOAT4E2M1", packed=True),
+        expected_packed(np.ascontiguousarray(strided), TYPES[_T.FLOAT4E2M1]),
+    )
+    with pytest.raises(castlike.CastValueError, match="0-d"):
+        castlike.cast(np.float32(1.0), "FLOAT4E2M1", packed=True)
+
+
+def test_torch_repeat_calls_skip_the_engine(monkeypatch: pytest.MonkeyPatch) -> None:
+    torch = pytest.importorskip("torch", reason="torch is not installed (castlike[torch])")
+    from castlike.backends.torch import TorchEngine
+
+    x = torch.from_numpy(_floats((3, 7), seed=4))
+    first = castlike.cast(x, "INT2", packed=True)
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the engine ran")
+
+    monkeypatch.setattr(TorchEngine, "cast_packed", refuse)
+    again = castlike.cast(x, "INT2", packed=True)
+    assert torch.equal(again, first)
+    assert again.data_ptr() != first.data_ptr()
+    np.testing.assert_array_equal(again.numpy(), expected_packed(x.numpy(), TYPES[_T.INT2]))

@@ -108,7 +108,7 @@ class NumpyAdapter(Adapter):
     def engine(self) -> Engine:
         return NumpyEngine(self)
 
-    def repeat_cast(self, plan: Any) -> Any:
+    def repeat_cast(self, plan: Any, *, packed: bool = False) -> Any:
         native = _native.module()
         if native is None:
             return None
@@ -116,6 +116,24 @@ class NumpyAdapter(Adapter):
         if kernel is None:
             return None
         target = plan.target
+        if packed:
+            layout = layout_of(target)
+            assert layout is not None
+
+            def run_packed(x: np.ndarray) -> np.ndarray | None:
+                if x.ndim == 0:
+                    return None  # the full path's error
+                if not x.dtype.isnative:
+                    x = x.astype(x.dtype.newbyteorder("="))
+                n = x.shape[-1]
+                out = np.empty((*x.shape[:-1], layout.packed_length(n)), dtype=np.uint8)
+                if x.size:
+                    kernel.packed(
+                        np.ascontiguousarray(x), out, n, layout.bits, _native.get_num_threads()
+                    )
+                return out
+
+            return run_packed
 
         def run(x: np.ndarray) -> np.ndarray:
             if not x.dtype.isnative:

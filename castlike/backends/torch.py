@@ -41,12 +41,13 @@ import array_api_compat.torch as xp_torch
 import numpy as np
 import torch
 
-from .. import _fastpath
+from .. import _fastpath, _native
 from .._adapter import Adapter
 from .._engine import Engine
 from .._native.routes import covers
 from ..errors import BackendTypeError
 from ..spec.float8_repairs import LibrarySpecials, plans
+from ..spec.packing import layout_of
 from ..spec.route import Family, Route
 from ..spec.rules import Action, Mode
 from ..spec.types import TYPES, Kind, OnnxType, Special, TypeSpec, spec_of
@@ -374,7 +375,7 @@ class TorchAdapter(Adapter):
             self._engine = TorchEngine(self)
         return self._engine
 
-    def repeat_cast(self, plan: Any) -> Any:
+    def repeat_cast(self, plan: Any, *, packed: bool = False) -> Any:
         """The native kernel's run on a CPU tensor, for the frontend's repeat calls (keyed by
         dtype and layout); it declines (None) where :meth:`TorchEngine.cast` would
         not run the kernel: a nested or expanded tensor, or the kernels switched off since."""
@@ -382,6 +383,31 @@ class TorchAdapter(Adapter):
         kernel = compiled.native_kernel(source, target, plan.mode)
         if kernel is None:
             return None
+        if packed:
+            layout = layout_of(target)
+            assert layout is not None
+            in_bits = UINT[source.storage_bits]
+            packed_dtype = next((d for d, t in PACKED_DTYPES.items() if t == target.code), None)
+
+            def run_packed(x: torch.Tensor) -> torch.Tensor | None:
+                # What compiled.run_packed does, with the lookups done once (a repeat call's
+                # cost is most of a cast of 10**5 elements).
+                if not x.is_cpu or x.layout is not torch.strided or x.is_nested or x.ndim == 0:
+                    return None
+                if not compiled.native_enabled():
+                    return None
+                bits = x.detach().view(in_bits)
+                if not bits.is_contiguous():
+                    bits = bits.contiguous()
+                n = x.shape[-1]
+                out = torch.empty((*x.shape[:-1], layout.packed_length(n)), dtype=torch.uint8)
+                if bits.numel():
+                    kernel.packed(
+                        bits.numpy(), out.numpy(), n, layout.bits, _native.get_num_threads()
+                    )
+                return out if packed_dtype is None else out.view(packed_dtype)
+
+            return run_packed
         dtype = self._require(target)
         in_bits, out_bits = UINT[source.storage_bits], UINT[target.storage_bits]
 
