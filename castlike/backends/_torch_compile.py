@@ -28,7 +28,7 @@ import torch
 
 from .. import _native
 from .._native.routes import kernel_for
-from ..spec.packing import layout_of
+from ..spec.packing import Layout, layout_of
 from ..spec.rules import Mode, Profile, RoundMode
 from ..spec.tables import FLOAT32_CLASS_BITS, float32_class_table, pattern_table
 from ..spec.types import TYPES, Kind, OnnxType, TypeSpec
@@ -47,6 +47,7 @@ __all__ = [
     "result_strides",
     "run_native",
     "run_packed",
+    "run_packing_kernel",
 ]
 
 _T = OnnxType
@@ -404,11 +405,21 @@ def run_packed(
         kernel = native_kernel(target, target, mode)  # the bits as they are
     layout = layout_of(target)
     assert layout is not None
+    return run_packing_kernel(kernel, x, UINT[source.storage_bits], layout)
+
+
+def run_packing_kernel(
+    kernel: Any, x: torch.Tensor, in_bits: torch.dtype, layout: Layout
+) -> torch.Tensor:
+    """Run a native kernel on a CPU tensor's memory (viewed as ``in_bits``, the source's
+    same-width unsigned dtype) into new packed rows (uint8)."""
+    bits = x.view(in_bits)
+    if not bits.is_contiguous():
+        bits = bits.contiguous()
     n = x.shape[-1]
     out = torch.empty((*x.shape[:-1], layout.packed_length(n)), dtype=torch.uint8)
-    if x.numel():
-        bits = x.view(UINT[source.storage_bits]).contiguous().numpy()
-        kernel.packed(bits, out.numpy(), n, layout.bits, threads)
+    if bits.numel():
+        kernel.packed(bits.numpy(), out.numpy(), n, layout.bits, _native.get_num_threads())
     return out
 
 

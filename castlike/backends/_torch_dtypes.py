@@ -64,6 +64,9 @@ PACKED_DTYPES: dict[torch.dtype, OnnxType] = (
     {torch.float4_e2m1fn_x2: _T.FLOAT4E2M1} if hasattr(torch, "float4_e2m1fn_x2") else {}
 )
 
+#: The same the other way: the packed dtype of each type that has one.
+PACKED_DTYPE_OF: dict[OnnxType, torch.dtype] = {t: dtype for dtype, t in PACKED_DTYPES.items()}
+
 #: What to do instead, for the types no torch version holds (R10).
 NOT_IN_TORCH: dict[OnnxType, str] = {
     _T.FLOAT4E2M1: (

@@ -11,7 +11,7 @@ from .. import _native
 from .._adapter import Adapter
 from .._engine import Engine
 from .._native.routes import kernel_for
-from ..spec.packing import layout_of
+from ..spec.packing import Layout, layout_of
 from ..spec.rules import Mode
 from ..spec.tables import byte_table
 from ..spec.types import TYPES, Kind, OnnxType, TypeSpec
@@ -123,15 +123,7 @@ class NumpyAdapter(Adapter):
             def run_packed(x: np.ndarray) -> np.ndarray | None:
                 if x.ndim == 0:
                     return None  # the full path's error
-                if not x.dtype.isnative:
-                    x = x.astype(x.dtype.newbyteorder("="))
-                n = x.shape[-1]
-                out = np.empty((*x.shape[:-1], layout.packed_length(n)), dtype=np.uint8)
-                if x.size:
-                    kernel.packed(
-                        np.ascontiguousarray(x), out, n, layout.bits, _native.get_num_threads()
-                    )
-                return out
+                return _run_packing_kernel(kernel, x, layout)
 
             return run_packed
 
@@ -201,14 +193,7 @@ class NumpyEngine(Engine):
             kernel = kernel_for(native, target, target, plan.mode)  # the bits as they are
         layout = layout_of(target)
         assert layout is not None
-        if not x.dtype.isnative:
-            x = x.astype(x.dtype.newbyteorder("="))
-        n = x.shape[-1]
-        out = np.empty((*x.shape[:-1], layout.packed_length(n)), dtype=np.uint8)
-        if x.size:
-            x = np.ascontiguousarray(x)  # aligned too: a fresh copy where it was not contiguous
-            kernel.packed(x, out, n, layout.bits, threads)
-        return out
+        return _run_packing_kernel(kernel, x, layout)
 
     def cast_pure(self, x: np.ndarray, plan: Any) -> Any:
         """The cast by NumPy operations only (the reference for the native kernels)."""
@@ -262,6 +247,18 @@ def _run_kernel(kernel: Any, x: np.ndarray, target: TypeSpec) -> np.ndarray:
         x = np.array(x, order="C")  # one aligned, contiguous copy; the kernels read it once
     out = np.empty(x.shape, dtype=NUMPY_DTYPES[_T(target.code)])
     kernel(x, out, _native.get_num_threads())
+    return out
+
+
+def _run_packing_kernel(kernel: Any, x: np.ndarray, layout: Layout) -> np.ndarray:
+    """Run a native kernel on ``x`` (rows along its last axis) into new packed rows (uint8)."""
+    if not x.dtype.isnative:
+        x = x.astype(x.dtype.newbyteorder("="))
+    n = x.shape[-1]
+    out = np.empty((*x.shape[:-1], layout.packed_length(n)), dtype=np.uint8)
+    if x.size:
+        x = np.ascontiguousarray(x)  # aligned too: a fresh copy where it was not contiguous
+        kernel.packed(x, out, n, layout.bits, _native.get_num_threads())
     return out
 
 

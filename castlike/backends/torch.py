@@ -41,7 +41,7 @@ import array_api_compat.torch as xp_torch
 import numpy as np
 import torch
 
-from .. import _fastpath, _native
+from .. import _fastpath
 from .._adapter import Adapter
 from .._engine import Engine
 from .._native.routes import covers
@@ -59,6 +59,7 @@ from ._torch_dtypes import (
     DTYPE_NAMES,
     GATHER,
     NOT_IN_TORCH,
+    PACKED_DTYPE_OF,
     PACKED_DTYPES,
     SIGNED,
     TORCH_DTYPES,
@@ -221,10 +222,8 @@ class TorchAdapter(Adapter):
         return True
 
     def packed_result(self, data: Any, t: TypeSpec) -> Any:
-        for dtype, held in PACKED_DTYPES.items():
-            if held == t.code:
-                return data.view(dtype)
-        return data
+        dtype = PACKED_DTYPE_OF.get(t.code)  # type: ignore[call-overload]  # a code finds it
+        return data if dtype is None else data.view(dtype)
 
     def shell_dtype(self, t: TypeSpec) -> torch.dtype:
         """The dtype that holds ``t`` while a cast computes it: its own, or, for the sub-byte
@@ -387,7 +386,6 @@ class TorchAdapter(Adapter):
             layout = layout_of(target)
             assert layout is not None
             in_bits = UINT[source.storage_bits]
-            packed_dtype = next((d for d, t in PACKED_DTYPES.items() if t == target.code), None)
 
             def run_packed(x: torch.Tensor) -> torch.Tensor | None:
                 # What compiled.run_packed does, with the lookups done once (a repeat call's
@@ -396,16 +394,8 @@ class TorchAdapter(Adapter):
                     return None
                 if not compiled.native_enabled():
                     return None
-                bits = x.detach().view(in_bits)
-                if not bits.is_contiguous():
-                    bits = bits.contiguous()
-                n = x.shape[-1]
-                out = torch.empty((*x.shape[:-1], layout.packed_length(n)), dtype=torch.uint8)
-                if bits.numel():
-                    kernel.packed(
-                        bits.numpy(), out.numpy(), n, layout.bits, _native.get_num_threads()
-                    )
-                return out if packed_dtype is None else out.view(packed_dtype)
+                out = compiled.run_packing_kernel(kernel, x.detach(), in_bits, layout)
+                return self.packed_result(out, target)
 
             return run_packed
         dtype = self._require(target)
