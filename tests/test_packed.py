@@ -408,3 +408,13 @@ def test_torch_repeat_calls_skip_the_engine(monkeypatch: pytest.MonkeyPatch) -> 
     assert torch.equal(again, first)
     assert again.data_ptr() != first.data_ptr()
     np.testing.assert_array_equal(again.numpy(), expected_packed(x.numpy(), TYPES[_T.INT2]))
+
+
+def test_jax_jit() -> None:
+    """Under jax.jit the packed cast composes from jnp operations: the same bytes."""
+    jax = pytest.importorskip("jax", reason="jax is not installed (castlike[jax])")
+    x_host = _floats((3, 9), seed=17)
+    for name in ("INT4", "FLOAT4E2M1", "FLOAT6E2M3", "UINT2"):
+        compiled = jax.jit(lambda a, name=name: castlike.cast(a, name, packed=True))
+        got = np.asarray(compiled(jax.numpy.asarray(x_host)))
+        np.testing.assert_array_equal(got, expected_packed(x_host, TYPES[_T[name]]), err_msg=name)
