@@ -51,6 +51,11 @@ BACKEND_EXTRAS = {info.name: info.extra or "" for info in BACKENDS}
 #: Every backend's extra (parity and conformance run on all of them).
 ALL_EXTRAS = [extra for extra in BACKEND_EXTRAS.values() if extra]
 
+#: pytest on every core (pytest-xdist): most tests are single-threaded Python, and CI has two
+#: cores.  Test ids must not depend on the process (no memory addresses), as workers compare
+#: what they collect.
+PARALLEL = ("-n", "auto")
+
 #: The native kernels build with compiler warnings as errors in every session (setup.py).
 STRICT_BUILD = {"CASTLIKE_STRICT_BUILD": "1"}
 
@@ -90,13 +95,14 @@ def tests(session: nox.Session, backend: str) -> None:
         # x64-off refusal and 32-bit exactness are checked in a fresh interpreter by
         # tests/test_jax.py::test_x64_off_refuses_64_bit_types.
         env.update(X64)
-    session.run("pytest", *session.posargs, env=env)
+    session.run("pytest", *PARALLEL, *session.posargs, env=env)
     if backend == "numpy" and not session.posargs:
         # The native kernels' portable build, forced, and the pure-NumPy engine, each against
         # the oracle on every pattern of the small sources and the curated wide inputs.
         checks = ["tests/test_exhaustive.py", "tests/test_curated.py", "tests/test_native.py"]
-        session.run("pytest", "-q", *checks, env={**env, "CASTLIKE_CPU": "baseline"})
-        session.run("pytest", "-q", *checks[:2], env={**env, "CASTLIKE_NATIVE": "0"})
+        baseline = {**env, "CASTLIKE_CPU": "baseline"}
+        session.run("pytest", *PARALLEL, "-q", *checks, env=baseline)
+        session.run("pytest", *PARALLEL, "-q", *checks[:2], env={**env, "CASTLIKE_NATIVE": "0"})
 
 
 def lowest_pins(extras: tuple[str, ...]) -> list[str]:
@@ -128,7 +134,7 @@ def oldest(session: nox.Session) -> None:
     session.install(*CONSTRAINTS, *pins, "-e", ".[test,onnx,cli]", env=STRICT_BUILD)
     session.run("python", "-c", VERSIONS)
     env = {"CASTLIKE_TEST_BACKENDS": "numpy"}
-    session.run("pytest", "-q", *session.posargs, env=env)
+    session.run("pytest", *PARALLEL, "-q", *session.posargs, env=env)
     if not session.posargs:
         versions = [arg for v in ("1.14.1", "1.16.2", "1.18.0") for arg in ("--onnx-version", v)]
         session.run(
@@ -249,7 +255,7 @@ def parity(session: nox.Session) -> None:
         "reports/parity.json",
         env=X64,
     )
-    session.run("pytest", "-m", "parity", *session.posargs, env=X64)
+    session.run("pytest", *PARALLEL, "-m", "parity", *session.posargs, env=X64)
     # The conformance run needs the same installation: in CI it runs here (one install and
     # build of the kernels fewer); ``nox -s conformance`` runs it alone.
     _conformance(session)
