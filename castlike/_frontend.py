@@ -36,6 +36,8 @@ __all__ = ["can_cast", "cast", "cast_like", "onnx_type", "resolve_type", "unpack
 
 _UNSUPPORTED_NAMES = {"COMPLEX64", "COMPLEX128", "UNDEFINED"}
 _COMPLEX_MESSAGE = "casting from/to complex is not supported"
+#: The types that pack, for messages.
+_PACKED_NAMES = ", ".join(t.name for t in LAYOUTS)
 
 
 #: Per type: whether its objects are arrays, and their Array-API namespace.  array-api-compat
@@ -456,9 +458,9 @@ def _check_packable(adapter: Adapter, plan: Plan, array: Any, scalar: bool) -> N
     without a last axis, a library that cannot compute the target's bits or hold bytes."""
     target = plan.target
     if layout_of(target) is None:
-        names = ", ".join(t.name for t in LAYOUTS)
         raise CastValueError(
-            f"{plan.describe()}: packed=True packs the sub-byte types ({names}); {target.name} "
+            f"{plan.describe()}: packed=True packs the sub-byte types ({_PACKED_NAMES}); "
+            f"{target.name} "
             "takes whole bytes already: cast without packed"
         )
     if scalar or len(array.shape) == 0:
@@ -726,8 +728,9 @@ def unpack(data: Any, type: Any, n: int, /) -> Any:
     t = resolve_type(type)
     layout = layout_of(t)
     if layout is None:
-        names = ", ".join(t.name for t in LAYOUTS)
-        raise CastValueError(f"unpack: {t.name} is not a packed type; the packed ones are {names}")
+        raise CastValueError(
+            f"unpack: {t.name} is not a packed type; the packed ones are {_PACKED_NAMES}"
+        )
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
         raise CastValueError(
             f"unpack: n must be a count of elements (an int >= 0), got {shown_value(n)}"

@@ -4,7 +4,7 @@ ONNX's ``raw_data`` (onnx.proto) stores INT4, UINT4 and FLOAT4E2M1 two to a byte
 UINT2 four to a byte, and FLOAT6E2M3/FLOAT6E3M2 as a 6-bit stream (four elements in three
 bytes): the elements form a little-endian bit stream, the first element in the lowest bits,
 and the last byte's unused high bits are zero.  ``castlike.cast(..., packed=True)`` packs each
-row (the last axis) so: a row of ``n`` elements takes :func:`packed_length` bytes.
+row (the last axis) so: a row of ``n`` elements takes :meth:`Layout.packed_length` bytes.
 
 This module holds the layouts (the one source the engines, the native kernels' callers, the
 ONNX wire code and the docs read) and the packing written once against any Array-API
@@ -18,7 +18,7 @@ from typing import Any
 
 from .types import OnnxType, TypeSpec
 
-__all__ = ["LAYOUTS", "Layout", "layout_of", "pack_rows", "packed_length", "unpack_rows"]
+__all__ = ["LAYOUTS", "Layout", "layout_of", "pack_rows", "unpack_rows"]
 
 _T = OnnxType
 
@@ -52,14 +52,6 @@ LAYOUTS: dict[OnnxType, Layout] = {
 def layout_of(t: TypeSpec) -> Layout | None:
     """The packed layout of ``t``, or None for a type that is not packed (8 bits or more)."""
     return LAYOUTS.get(t.code)  # type: ignore[call-overload]  # an IntEnum key: a code finds it
-
-
-def packed_length(n: int, t: TypeSpec) -> int:
-    """Bytes that a row of ``n`` elements of the sub-byte type ``t`` packs into."""
-    layout = layout_of(t)
-    if layout is None:
-        raise ValueError(f"{t.name} is not a packed type")
-    return layout.packed_length(n)
 
 
 def pack_rows(xp: Any, codes: Any, layout: Layout) -> Any:
