@@ -28,6 +28,7 @@ HEADERS = (
     "simd_pack",
     "small_float",
     "float_to_int",
+    "byte_table",
     "narrow_float",
     "fpenv",
     "threads",

@@ -26,6 +26,9 @@ __all__ = ["cached_cast", "clear", "paused", "remember", "take_tensors"]
 #: (dtype, target argument and its type, options and their types) -> the cast to run (which
 #: returns None for an input it declines).
 _CASTS: dict[tuple[Any, ...], Callable[[Any], Any]] = {}
+#: The most casts remembered at once; beyond it the oldest is forgotten (a long-running process
+#: that meets ever new combinations keeps the path for the recent ones, in bounded memory).
+_LIMIT = 4096
 #: Options of these exact types only: 1 == True and 19.0 == 19, but only True and 19 are valid.
 _SIMPLE = (str, int, bool, type(None))
 #: How many :func:`paused` blocks are open: inside one, every call takes the full path.
@@ -84,10 +87,12 @@ def remember(
     (never while torch.compile traces).  Code that replaces an engine or a rule runs inside
     :func:`paused` (:func:`castlike.testing.fresh_caches` does)."""
     key = _key(x, to, options) if not _PAUSED else None
-    if key is None or len(_CASTS) >= 4096:
+    if key is None:
         return
     run = make_run()
     if run is not None:
+        if len(_CASTS) >= _LIMIT:
+            del _CASTS[next(iter(_CASTS))]  # dicts keep insertion order: the oldest
         _CASTS[key] = run
 
 

@@ -76,3 +76,16 @@ def test_fresh_caches_forget_remembered_casts(monkeypatch: pytest.MonkeyPatch) -
         assert _fastpath._CASTS == {}
     assert _fastpath._CASTS == {}
     assert castlike.cast(x, "INT8").tolist() == [1, 127]
+
+
+def test_a_full_memory_forgets_the_oldest_cast(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past the limit the oldest remembered cast makes room: a new combination still gets the
+    repeat path (a process that has met many keeps it for the recent ones)."""
+    monkeypatch.setattr(_fastpath, "_CASTS", {})
+    monkeypatch.setattr(_fastpath, "_LIMIT", 2)
+    x = np.arange(4, dtype=np.float32)
+    for target in ("INT8", "INT16", "INT32"):
+        castlike.cast(x, target)
+    keys = list(_fastpath._CASTS)
+    assert len(keys) == 2
+    assert [key[2] for key in keys] == ["INT16", "INT32"]

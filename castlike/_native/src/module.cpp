@@ -35,6 +35,7 @@
 #include <cxxabi.h>
 #endif
 
+#include "byte_table.hpp"
 #include "float_to_int.hpp"
 #include "fpenv.hpp"
 #include "kernels.hpp"
