@@ -29,6 +29,7 @@ HEADERS = (
     "small_float",
     "float_to_int",
     "byte_table",
+    "from_half",
     "narrow_float",
     "fpenv",
     "threads",

@@ -336,6 +336,63 @@ def test_a_rule_changed_in_the_spec_reaches_the_kernels(monkeypatch: pytest.Monk
     assert native_bits() == [0x7E, 0xFE, 0x3C]
 
 
+_HALVES = ["FLOAT16", "BFLOAT16"]
+#: What FLOAT16 and BFLOAT16 take through the FLOAT kernels in the spec and legacy profiles.
+_THROUGH_FLOAT_TARGETS = [*_SMALL_FLOATS, *[t for t in _SIMD_TARGETS if "INT" in t]]
+_THROUGH_FLOAT_TARGETS += ["INT64", "UINT64", "FLOAT16", "BFLOAT16"]
+
+
+@pytest.mark.parametrize("source_name", _HALVES)
+@pytest.mark.parametrize("profile", [Profile.SPEC, Profile.LEGACY], ids=lambda p: p.value)
+def test_halves_take_the_float_kernels(source_name: str, profile: Profile) -> None:
+    """FLOAT16 and BFLOAT16 run the FLOAT kernels on their widened values wherever that gives
+    the spec's table (routes checks all 65,536 patterns first).  In these profiles it does for
+    every target but BOOL, the type itself and FLOAT8E8M0 under onnx's helper (legacy; the
+    FLOAT kernel is a class gather there, no faster than the table's): a widening gone wrong
+    would fall back to the gather silently, and fail here."""
+    module = _native.module()
+    source = spec_of(source_name)
+    gathered = []
+    for name in _THROUGH_FLOAT_TARGETS:
+        target = spec_of(name)
+        if target == source:
+            continue
+        for mode in _modes(source, target):
+            helper = name == "FLOAT8E8M0" and mode.profile.rules.e8m0_by_onnx_helper
+            if mode.profile is not profile or helper:
+                continue
+            kernel = routes.kernel_for(module, source, target, mode)
+            if kernel is None or kernel.name.startswith("gather"):
+                gathered.append(f"{name} {mode_id(mode)}: {kernel and kernel.name}")
+    assert gathered == []
+
+
+def test_a_half_kernel_that_disagrees_with_the_table_is_not_taken(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """If the FLOAT route's constants did not fit a half (here: INT8's upper bound moved to
+    100), the check against the table refuses the kernel and the gather casts, correctly."""
+    module = _native.module()
+    source, target = spec_of("BFLOAT16"), spec_of("INT8")
+    real_route = routes.route
+
+    def moved_bound(s: TypeSpec, t: TypeSpec, mode: Mode) -> object:
+        found = real_route(s, t, mode)
+        if s == spec_of("FLOAT") and found is not None:
+            name, params = found
+            return name, {**params, "hi": 100.0}
+        return found
+
+    with monkeypatch.context() as m, fresh_caches():
+        m.setattr(routes, "route", moved_bound)
+        kernel = routes.kernel_for(module, source, target, Mode())
+        assert kernel.name == "gather:u16:u8"
+        x = np.array([1, 120, 300, -300], dtype=np.float32)
+        halves = (x.view(np.uint32) >> 16).astype(np.uint16)
+        assert _native_cast(kernel, halves, target).tolist() == [1, 120, 127, -128]
+    assert routes.kernel_for(module, source, target, Mode()).name == "float_to_int:bf16:i8"
+
+
 # -- switches --------------------------------------------------------------------------------------
 
 

@@ -332,6 +332,17 @@ inline uint32_t float16_to_float32_bits(uint16_t h) {
   return sign | magnitude;
 }
 
+//: FLOAT16 or BFLOAT16 bits -> FLOAT bits, exactly, NaN quieted (as F16C does for FLOAT16).
+template <class H>
+inline uint32_t half_to_float32_bits(uint16_t h) {
+  if constexpr (std::is_same_v<H, BFloat16>) {
+    // BFLOAT16 is FLOAT's upper half; a signalling NaN is quieted as the hardware does.
+    return (uint32_t(h) << 16) | ((h & 0x7FFFu) > 0x7F80u ? 0x00400000u : 0u);
+  } else {
+    return float16_to_float32_bits(h);
+  }
+}
+
 //: FLOAT16 or BFLOAT16 -> FLOAT or DOUBLE: exact widening (F16C for FLOAT16 where the CPU has
 //: it).  `D` is float or double.
 template <class H, class D>
@@ -340,15 +351,7 @@ struct Widen {
   using OutT = D;
   explicit Widen(const Params&) {}
   D operator()(uint16_t h) const {
-    uint32_t bits;
-    if constexpr (std::is_same_v<H, BFloat16>) {
-      // BFLOAT16 is FLOAT's upper half; a signalling NaN is quieted as the hardware does.
-      bits = uint32_t(h) << 16;
-      bits |= (h & 0x7FFFu) > 0x7F80u ? 0x00400000u : 0u;
-    } else {
-      bits = float16_to_float32_bits(h);
-    }
-    return static_cast<D>(bit_cast<float>(bits));
+    return static_cast<D>(bit_cast<float>(half_to_float32_bits<H>(h)));
   }
 };
 

@@ -38,6 +38,7 @@
 #include "byte_table.hpp"
 #include "float_to_int.hpp"
 #include "fpenv.hpp"
+#include "from_half.hpp"
 #include "kernels.hpp"
 #include "narrow_float.hpp"
 #include "packing.hpp"
@@ -286,6 +287,17 @@ struct Entry {
   int variants;
 };
 
+//: The family whose checks a kernel's constants take: its own, or for a FLOAT family run on
+//: halves (from_half.hpp), that family's.
+template <class Op, class = void>
+struct ChecksOf {
+  using type = Op;
+};
+template <class Op>
+struct ChecksOf<Op, std::void_t<typename Op::Checked>> {
+  using type = typename Op::Checked;
+};
+
 //: A kernel whose Variant 0, 1, ... are `Op, Ops...` (one Op: a family without variants).  The
 //: variants of a family share their checks.
 template <class Op, class... Ops>
@@ -294,7 +306,7 @@ constexpr Entry entry(const char* name) {
   using Out = typename Op::OutT;
   return Entry{name,
                &map_variant<Op, Ops...>,
-               &Check<Op>::ok,
+               &Check<typename ChecksOf<Op>::type>::ok,
                int(sizeof(In)),
                int(sizeof(Out)),
                int(alignof(In)),
@@ -357,6 +369,24 @@ using E8M0OfDouble = E8M0<DoubleBits, Variant>;
       entry<IntToInt<I, uint16_t, 0>, IntToInt<I, uint16_t, 1>>("int_to_int:" k ":u16"),   \
       entry<IntToInt<I, uint32_t, 0>, IntToInt<I, uint32_t, 1>>("int_to_int:" k ":u32"),   \
       entry<IntToInt<I, uint64_t, 0>, IntToInt<I, uint64_t, 1>>("int_to_int:" k ":u64")
+
+//: The FLOAT families on FLOAT16 or BFLOAT16 (H) named `k` (from_half.hpp): castlike._native.routes
+//: takes one only where it gave the spec's table for every pattern.
+#define CASTLIKE_HALF_SOURCE(H, k)                                                          \
+  variants_entry<HalfOf<H, SmallFloatOfFloat>::Op, (kInfIsNan | kFixedSpecials) + 1>(      \
+      "small_float:" k ":u8"),                                                              \
+      variants_entry<HalfOf<H, E8M0OfFloat>::Op, 6>("e8m0:" k ":u8"),                       \
+      entry<FromHalf<H, FloatToInt<float, int8_t>>>("float_to_int:" k ":i8"),               \
+      entry<FromHalf<H, FloatToInt<float, uint8_t>>>("float_to_int:" k ":u8"),              \
+      entry<FromHalf<H, FloatToInt<float, int16_t>>>("float_to_int:" k ":i16"),             \
+      entry<FromHalf<H, FloatToInt<float, uint16_t>>>("float_to_int:" k ":u16"),            \
+      entry<FromHalf<H, FloatToInt<float, int32_t>>>("float_to_int:" k ":i32"),             \
+      entry<FromHalf<H, FloatToInt<float, uint32_t>>>("float_to_int:" k ":u32"),            \
+      entry<FromHalf<H, FloatToInt<float, int64_t>>>("float_to_int:" k ":i64"),             \
+      entry<FromHalf<H, FloatToInt<float, uint64_t>>>("float_to_int:" k ":u64"),            \
+      entry<FromHalf<H, FloatToSubByte<float, SubByteRounding::kHalfEven>>,                 \
+            FromHalf<H, FloatToSubByte<float, SubByteRounding::kTowardZero>>>(              \
+          "float_to_sub_byte:" k ":u8")
 
 // Names read "<family>:<source storage>:<target storage>"; castlike._native.routes builds them.
 const Entry kEntries[] = {
@@ -422,6 +452,12 @@ const Entry kEntries[] = {
     entry<FloatToInt<double, uint64_t>>("float_to_int:f64:u64"),
     sub_byte_entry<float>("float_to_sub_byte:f32:u8"),
     sub_byte_entry<double>("float_to_sub_byte:f64:u8"),
+    CASTLIKE_HALF_SOURCE(Float16, "f16"),
+    CASTLIKE_HALF_SOURCE(BFloat16, "bf16"),
+    entry<FromHalf<BFloat16, Float32ToFloat16>>("float16:bf16:u16"),
+    entry<FromHalf<Float16, Float32ToBFloat16<BFloat16Rounding::kOnce>>,
+          FromHalf<Float16, Float32ToBFloat16<BFloat16Rounding::kNearestFloatFirst>>,
+          FromHalf<Float16, Float32ToBFloat16<BFloat16Rounding::kTruncate>>>("bfloat16:f16:u16"),
     entry<NonZero<uint8_t>>("nonzero:u8:u8"),
     entry<NonZero<uint16_t>>("nonzero:u16:u8"),
     entry<NonZero<uint32_t>>("nonzero:u32:u8"),
@@ -429,6 +465,7 @@ const Entry kEntries[] = {
 };
 
 #undef CASTLIKE_INTEGER_SOURCE
+#undef CASTLIKE_HALF_SOURCE
 
 constexpr size_t kEntryCount = sizeof(kEntries) / sizeof(kEntries[0]);
 
