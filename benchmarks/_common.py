@@ -73,11 +73,6 @@ def median_interleaved(fns: dict[str, Callable[[], Any]], rounds: int) -> dict[s
     return {name: statistics.median(ts) for name, ts in times.items()}
 
 
-def best_of(fn: Callable[[], Any], repeat: int) -> float:
-    """Seconds of the fastest of ``repeat`` calls of ``fn``, after one warm-up call."""
-    return interleaved([fn], repeat)[0]
-
-
 def onnxruntime_cast(op: str, source: str, target: str) -> Callable[..., Any] | None:
     """An onnxruntime session running one ``Cast`` or ``CastLike`` node on one thread.
 

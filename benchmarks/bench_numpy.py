@@ -78,7 +78,12 @@ CASES = [
     ("DOUBLE", "INT32"),
     ("DOUBLE", "INT4"),
     ("FLOAT16", "FLOAT"),
+    ("FLOAT16", "FLOAT8E4M3FN"),
+    ("FLOAT16", "INT8"),
+    ("BFLOAT16", "FLOAT8E4M3FN"),
+    ("BFLOAT16", "FLOAT16"),
     ("FLOAT8E4M3FN", "FLOAT"),
+    ("FLOAT8E5M2", "BFLOAT16"),
     ("INT64", "FLOAT"),
     ("INT32", "INT8"),
 ]
@@ -171,8 +176,11 @@ def torch_fn(x: np.ndarray, target: str, threads: int) -> Callable[[], Any] | No
     from castlike.backends import adapter_named
 
     dtype = adapter_named("torch").library_dtype(spec_of(target))
-    tx = torch.from_numpy(x) if x.dtype.kind in "fiub" and x.dtype.itemsize > 1 else None
-    if dtype is None or tx is None:
+    try:  # the adapter views ml_dtypes' types (BFLOAT16, float8) as torch's
+        tx = adapter_named("torch").from_numpy(x)
+    except Exception:  # a dtype torch does not have
+        return None
+    if dtype is None:
         return None
 
     def run() -> Any:
@@ -294,7 +302,9 @@ def rst_tables(rows: list[dict[str, Any]]) -> str:
         out.append(rule)
         out.append("  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)))
         out.append(rule)
-        out += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in body]
+        out += [
+            "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in body
+        ]
         out.append(rule + "\n")
     return "\n".join(out)
 

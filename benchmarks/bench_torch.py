@@ -1,26 +1,28 @@
 """castlike on PyTorch against the fastest plain torch op sequence, eager (and compiled).
 
-For each conversion, castlike and the plain sequence run once (warm-up: tables built, caches
-filled), then are timed (best of ``--repeat`` runs, ``time.perf_counter``) at 10**6 and 10**7
-elements.  The plain sequence is the fastest torch code giving the same bits as the spec on
-the benchmark data (random values over many binades, with NaN, +-Inf and -0 mixed in); the
-"same bits" column checks that on the data (NaN as NaN for IEEE targets, R3), and the note
-says where torch's plain ``.to()`` is wrong or where the plain sequence is still wrong on
-inputs the data does not hold.
+For each conversion and size (10**6 and 10**7 elements), castlike, the plain sequence and
+torch's ``.to`` (and, with ``--compile``, castlike and ``.to`` under ``torch.compile``) run once
+(warm-up: tables built, caches filled, graphs compiled), then take turns, one call each per
+round in a new order, and each one's median over the rounds is reported.  The plain sequence
+is the fastest torch code giving the same bits as the spec on the benchmark data (random
+values over many binades, with NaN, +-Inf and -0 mixed in); the "same bits" column checks that
+on the data (NaN as NaN for IEEE targets, R3), and the note says where torch's plain ``.to()``
+is wrong or where the plain sequence is still wrong on inputs the data does not hold.
 
-Run: ``python benchmarks/bench_torch.py [--sizes 1e6 1e7] [--repeat 15] [--threads N]
-[--compile] [--only FLOAT-FLOAT8E4M3FN ...]``.  ``--compile`` times both sides under
-``torch.compile`` (compilation excluded) instead of eagerly.
+Run: ``python benchmarks/bench_torch.py [--sizes 1e6 1e7] [--rounds R] [--threads N]
+[--compile] [--only FLOAT-FLOAT8E4M3FN ...] [--rst docs/_data/bench_torch.rst]``.
+``--compile`` also times both sides under ``torch.compile`` (compilation excluded).
 """
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-from _common import Case, best_of, same_bits
+from _common import Case, median_interleaved, same_bits
 
 import castlike
 from castlike.backends import adapter_named
@@ -245,13 +247,48 @@ def verify_native(chunk_bits: int, compiled: bool) -> bool:
     return ok
 
 
+#: Interleaved rounds per size (each contender called once per round, in a new order).
+ROUNDS = {10**6: 31, 10**7: 9}
+
+
+def rst_table(rows: list[dict[str, Any]], compiled: bool) -> str:
+    """The docs table: castlike and ``.to`` per conversion and size, eager (and compiled)."""
+    header = ["conversion", "n", "eager", "eager .to", "ratio"]
+    if compiled:
+        header += ["compiled", "compiled .to", "ratio"]
+
+    def ms(v: float) -> str:
+        return "–" if v != v else f"{v * 1e3:.3f}"
+
+    def ratio(a: float, b: float) -> str:
+        return "–" if a != a or b != b else f"{a / b:.2f}"
+
+    body = []
+    for r in rows:
+        exponent = {10**6: "10⁶", 10**7: "10⁷"}.get(r["n"], f"{r['n']:.0e}")
+        cells = [r["label"], exponent, ms(r["eager"]), ms(r["eager .to"])]
+        cells.append(ratio(r["eager"], r["eager .to"]))
+        if compiled:
+            cells += [ms(r["compiled"]), ms(r["compiled .to"])]
+            cells.append(ratio(r["compiled"], r["compiled .to"]))
+        body.append(cells)
+    widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
+    rule = "  ".join("=" * w for w in widths)
+    lines = [rule, "  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)), rule]
+    lines += [
+        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in body
+    ]
+    return "\n".join([*lines, rule, ""])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--sizes", nargs="+", type=float, default=[1e6, 1e7])
-    parser.add_argument("--repeat", type=int, default=15)
+    parser.add_argument("--rounds", type=int, default=None, help="rounds per size")
     parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
-    parser.add_argument("--compile", action="store_true", help="time both under torch.compile")
+    parser.add_argument("--compile", action="store_true", help="also time both compiled")
     parser.add_argument("--only", nargs="*", default=None, help="SOURCE-TARGET pairs to run")
+    parser.add_argument("--rst", type=Path, default=None, help="write the table as rst")
     parser.add_argument(
         "--verify-native",
         action="store_true",
@@ -264,10 +301,9 @@ def main() -> None:
     if args.verify_native:
         raise SystemExit(0 if verify_native(24, args.compile) else 1)
     rng = np.random.default_rng(0)
-    how = "torch.compile" if args.compile else "eager"
     print(
-        f"torch {torch.__version__}, cpu, {torch.get_num_threads()} threads, {how}, "
-        f"best of {args.repeat}"
+        f"torch {torch.__version__}, cpu, {torch.get_num_threads()} threads, eager"
+        f"{' and torch.compile' if args.compile else ''}, medians of interleaved rounds"
     )
     header = (
         f"{'conversion':34s} {'n':>6s} {'castlike ms':>12s} {'plain ms':>10s} {'ratio':>6s}"
@@ -275,9 +311,10 @@ def main() -> None:
     )
     print(header)
     print("-" * len(header))
+    rows: list[dict[str, Any]] = []
     for case in CASES:
         options = dict(case.options)
-        label = f"{case.source}->{case.target}"
+        label = f"{case.source} → {case.target}"
         if options:
             label += " " + ",".join(f"{k}={v}" for k, v in options.items())
         if args.only and f"{case.source}-{case.target}" not in args.only:
@@ -286,38 +323,58 @@ def main() -> None:
         def ours(x: Any, case: Case = case, options: dict[str, Any] = options) -> Any:
             return castlike.cast(x, case.target, **options)
 
-        sequence = case.plain
         dtype = adapter_named("torch").library_dtype(spec_of(case.target))
 
         def dot_to(x: Any, dtype: Any = dtype) -> Any:
             return x.to(dtype)
 
+        eager = {"castlike": ours, "plain": case.plain, ".to": dot_to}
+        compiled: dict[str, Any] = {}
         if args.compile:
             torch.compiler.reset()
-            ours = torch.compile(ours, fullgraph=True)
-            sequence = torch.compile(sequence, fullgraph=True)
-            dot_to = torch.compile(dot_to, fullgraph=True)
+            compiled = {
+                "compiled castlike": torch.compile(ours, fullgraph=True),
+                "compiled .to": torch.compile(dot_to, fullgraph=True),
+            }
         for size in args.sizes:
-            x = make_input(case.source, int(size), rng)
-            t_ours = best_of(lambda: ours(x), args.repeat)  # noqa: B023
-            try:
-                t_plain = best_of(lambda: sequence(x), args.repeat)  # noqa: B023
-            except Exception as exc:  # e.g. Inductor cannot compile a view to torch.int4
-                reason = str(exc).strip().splitlines()[0][:80]
-                print(f"{label:34s} {size:6.0e} {t_ours * 1e3:12.3f} {'n/a':>10s}  plain: {reason}")
-                continue
-            same = same_bits_torch(ours(x), sequence(x), case.target)
-            try:  # plain .to(), whatever its bits (torch may lack the conversion)
-                t_to = best_of(lambda: dot_to(x), args.repeat)  # noqa: B023
-            except Exception:
-                t_to = float("nan")
+            n = int(size)
+            x = make_input(case.source, n, rng)
+            contenders: dict[str, Any] = {}
+            for name, fn in {**eager, **compiled}.items():
+                try:  # torch may lack the conversion; Inductor may fail to compile a view
+                    fn(x)
+                except Exception as exc:
+                    print(f"  {label}: {name} n/a: {str(exc).strip().splitlines()[0][:80]}")
+                    continue
+                contenders[name] = lambda fn=fn, x=x: fn(x)
+            t = median_interleaved(contenders, args.rounds or ROUNDS.get(n, 9))
+            nan = float("nan")
+            same = "plain" in t and same_bits_torch(ours(x), case.plain(x), case.target)
+            row = {
+                "label": label,
+                "n": n,
+                "eager": t["castlike"],
+                "eager .to": t.get(".to", nan),
+                "compiled": t.get("compiled castlike", nan),
+                "compiled .to": t.get("compiled .to", nan),
+            }
+            rows.append(row)
+            t_plain = t.get("plain", nan)
             print(
-                f"{label:34s} {size:6.0e} {t_ours * 1e3:12.3f} {t_plain * 1e3:10.3f} "
-                f"{t_ours / t_plain:6.2f} {t_to * 1e3:8.3f} {t_ours / t_to:6.2f}x"
-                f"  {'yes' if same else 'NO':9s} "
+                f"{label:34s} {size:6.0e} {row['eager'] * 1e3:12.3f} {t_plain * 1e3:10.3f} "
+                f"{row['eager'] / t_plain:6.2f} {row['eager .to'] * 1e3:8.3f} "
+                f"{row['eager'] / row['eager .to']:6.2f}x  {'yes' if same else 'NO':9s} "
                 f"{case.plain_text}{'; ' + case.note if case.note else ''}",
                 flush=True,
             )
+            if args.compile:
+                print(
+                    f"{'':34s} {'':6s} compiled {row['compiled'] * 1e3:.3f}, compiled .to "
+                    f"{row['compiled .to'] * 1e3:.3f}",
+                    flush=True,
+                )
+    if args.rst:
+        args.rst.write_text(rst_table(rows, args.compile))
 
 
 if __name__ == "__main__":
