@@ -39,13 +39,21 @@ _PAUSED = 0
 #: (:func:`take_tensors`): until then no tensor can have been cast, so none is remembered.
 _TENSOR: type | None = None
 _COMPILING: Callable[[], bool] = bool
+#: Under torch.compile, the torch backend's cast of a tensor by one opaque native operator,
+#: decided outside the trace (or None: the full path).
+_COMPILED: Callable[[Any, Any, tuple[Any, ...]], Any] | None = None
 
 
-def take_tensors(tensor_type: type, is_compiling: Callable[[], bool]) -> None:
+def take_tensors(
+    tensor_type: type,
+    is_compiling: Callable[[], bool],
+    compiled_cast: Callable[[Any, Any, tuple[Any, ...]], Any] | None = None,
+) -> None:
     """Let the repeat path take tensors of exactly ``tensor_type`` (the torch backend calls
-    this on import), except while ``is_compiling()``."""
-    global _TENSOR, _COMPILING
-    _TENSOR, _COMPILING = tensor_type, is_compiling
+    this on import), except while ``is_compiling()``; then ``compiled_cast(x, to, options)``
+    may cast them instead (None where it declines)."""
+    global _TENSOR, _COMPILING, _COMPILED
+    _TENSOR, _COMPILING, _COMPILED = tensor_type, is_compiling, compiled_cast
 
 
 def _key(x: Any, to: Any, options: tuple[Any, ...]) -> tuple[Any, ...] | None:
@@ -68,7 +76,13 @@ def _key(x: Any, to: Any, options: tuple[Any, ...]) -> tuple[Any, ...] | None:
 
 
 def cached_cast(x: Any, to: Any, options: tuple[Any, ...]) -> Any:
-    """The result of a cast seen before with the same dtype and arguments, or None."""
+    """The result of a cast seen before with the same dtype and arguments, or None.  While
+    torch.compile traces, a tensor's cast that the torch backend decides outside the trace."""
+    # In this order: a first cast inside torch.compile imports the torch backend, which sets
+    # _TENSOR and _COMPILED while Dynamo traces; _COMPILED is read only once _TENSOR matched
+    # (Dynamo cannot guard on a global it saw as None and finds a function once tracing ends).
+    if type(x) is _TENSOR and _COMPILING() and _COMPILED is not None:
+        return _COMPILED(x, to, options)
     key = _key(x, to, options) if not _PAUSED else None
     if key is None:
         return None

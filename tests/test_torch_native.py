@@ -99,6 +99,61 @@ _COMPILED_OP = {
 }
 
 
+_DEFAULTS = (True, "up", None, "spec", "raise", False)
+
+
+def test_compiled_native_casts_are_decided_outside_the_trace() -> None:
+    """Under torch.compile, a CPU cast that the full path would send to castlike::native_cast
+    is decided once per (dtype, to, options) outside the trace (a constant to Dynamo, so the
+    compiled function guards on none of castlike's module state): the operator's arguments
+    are the plan's.  Everything else declines to the full path, which traces as before."""
+    from castlike.backends import torch as backend
+
+    signature = backend._compiled_signature
+    assert signature(torch.float32, "FLOAT16", _DEFAULTS) == (
+        OnnxType.FLOAT, OnnxType.FLOAT16, True, "up", "spec", False
+    )  # fmt: skip
+    # The options as the kernel sees them: effective for the target, the FNUZ rule of opset 19.
+    fnuz = (True, "up", 19, "legacy", "raise", False)
+    assert signature(torch.float16, "FLOAT8E4M3FNUZ", fnuz) == (
+        OnnxType.FLOAT16, OnnxType.FLOAT8E4M3FNUZ, True, "up", "legacy", True
+    )  # fmt: skip
+    assert (
+        signature(torch.float16, "FLOAT8E4M3FNUZ", (True, "up", 24, "legacy", "raise", False))[-1]
+        is False
+    )
+    assert signature(torch.float32, torch.bfloat16, _DEFAULTS)[1] == OnnxType.BFLOAT16
+    assert signature(torch.float32, "INT8", _DEFAULTS) is None  # Inductor's one loop
+    assert signature(torch.float32, "STRING", _DEFAULTS) is None
+    assert signature(torch.float32, "INT4", (*_DEFAULTS[:5], True)) is None  # packed
+    for bad in [(1, "up", None, "spec", "raise", False), (*_DEFAULTS[:3], "nope", "raise", False)]:
+        assert signature(torch.float32, "FLOAT16", bad) is None  # the full path raises
+    assert signature(torch.float32, "FLOAT9", _DEFAULTS) is None
+
+
+@pytest.mark.filterwarnings("ignore:Dynamo detected a call to a `functools.lru_cache`")
+@pytest.mark.parametrize(
+    ("source", "target", "options"),
+    [
+        ("FLOAT", "FLOAT16", {}),
+        ("DOUBLE", "FLOAT8E4M3FN", {"saturate": False}),
+        ("FLOAT16", "FLOAT8E4M3FNUZ", {"opset": 19, "saturate": False}),
+        ("BFLOAT16", "FLOAT8E8M0", {"round_mode": "nearest"}),
+        ("FLOAT8E4M3FN", "FLOAT", {}),
+        ("FLOAT", "INT4", {"profile": "legacy"}),
+    ],
+)
+def test_compiled_native_casts_equal_eager(
+    source: str, target: str, options: dict[str, Any]
+) -> None:
+    x = TORCH.from_numpy(_inputs(source))
+    torch.compiler.reset()
+    f = torch.compile(lambda a: castlike.cast(a, target, **options), fullgraph=True)
+    got, want = f(x), castlike.cast(x, target, **options)
+    assert got.dtype == want.dtype
+    assert TORCH.to_numpy(got).tobytes() == TORCH.to_numpy(want).tobytes()
+
+
 @pytest.mark.filterwarnings("ignore:Dynamo detected a call to a `functools.lru_cache`")
 @pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")
 @pytest.mark.parametrize("target", list(_COMPILED_OP))

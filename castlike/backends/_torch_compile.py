@@ -41,6 +41,7 @@ __all__ = [
     "clear_device_tables",
     "device_table",
     "native_cast",
+    "native_cast_of_codes",
     "native_enabled",
     "native_kernel",
     "packed_cast",
@@ -322,7 +323,7 @@ def run_on_bits(
 def native_cast(x: torch.Tensor, source: TypeSpec, target: TypeSpec, mode: Mode) -> torch.Tensor:
     """Under ``torch.compile``: the native kernel as the opaque ``castlike::native_cast``."""
     m = mode.effective_for(target)
-    result = torch.ops.castlike.native_cast(
+    return native_cast_of_codes(
         x,
         source.code,
         target.code,
@@ -331,8 +332,24 @@ def native_cast(x: torch.Tensor, source: TypeSpec, target: TypeSpec, mode: Mode)
         m.profile.value,
         m.inf_to_fnuz_is_nan,
     )
-    if _T(target.code) in OPAQUE_TO_INDUCTOR:
-        return torch.ops.castlike.bytes_as(result, target.code)
+
+
+def native_cast_of_codes(
+    x: torch.Tensor,
+    source_code: int,
+    target_code: int,
+    saturate: bool,
+    round_mode: str,
+    profile: str,
+    inf_to_fnuz_is_nan: bool,
+) -> torch.Tensor:
+    """:func:`native_cast` by the operator's own arguments (the mode's options, effective for
+    the target)."""
+    result = torch.ops.castlike.native_cast(
+        x, source_code, target_code, saturate, round_mode, profile, inf_to_fnuz_is_nan
+    )
+    if _T(target_code) in OPAQUE_TO_INDUCTOR:
+        return torch.ops.castlike.bytes_as(result, target_code)
     return result
 
 

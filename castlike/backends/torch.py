@@ -577,6 +577,86 @@ def _repeated(cast: torch.Tensor, shape: torch.Size, target: TypeSpec) -> torch.
     return out
 
 
+@torch.compiler.assume_constant_result
+def _compiled_signature(
+    dtype: torch.dtype, to: Any, options: tuple[Any, ...]
+) -> tuple[int, int, bool, str, str, bool] | None:
+    """The arguments of ``castlike::native_cast`` for a cast of a CPU tensor of ``dtype`` to
+    ``to`` with ``options`` (those of :func:`castlike.cast`), where the full path would take
+    that operator under torch.compile; None elsewhere.
+
+    Dynamo runs this once per (dtype, to, options), outside the trace, and keeps the result as
+    a constant: the arguments' checks, the plan and the route are then none of the compiled
+    function's business, and it guards on none of the module state they read (about 600
+    guards, checked before every call, when the trace goes through them).  Bad arguments give
+    None: the full path then meets them, and raises its own errors as it always has.
+    """
+    try:
+        return _native_signature(dtype, to, options)
+    except Exception:  # any bad argument: the full path meets it and raises as it always has
+        return None
+
+
+def _native_signature(
+    dtype: torch.dtype, to: Any, options: tuple[Any, ...]
+) -> tuple[int, int, bool, str, str, bool] | None:
+    from .. import _frontend
+    from ..spec.opsets import Op
+    from ..spec.plan import resolve
+
+    saturate, round_mode, opset, profile, errors, packed = options
+    _frontend._check_packed(packed)
+    target, packed_dtype = _frontend._target_of(to)
+    _frontend._check_errors(errors)
+    if packed or packed_dtype or not compiled.native_enabled():
+        return None
+    probe = torch.empty(0, dtype=dtype)
+    if ADAPTER.packed_source(probe) is not None:
+        return None
+    source = _frontend._source_type(ADAPTER, probe)
+    plan = resolve(
+        Op.CAST,
+        source,
+        target,
+        saturate=saturate,
+        round_mode=round_mode,
+        opset=opset,
+        profile=profile,
+    )
+    _frontend._check_backend_holds(ADAPTER, plan, packed_source=False, packed_target=False)
+    if OnnxType.STRING in (source.code, target.code):
+        return None
+    engine = ADAPTER.engine()
+    mode = plan.mode.effective_for(target)
+    if not covers(source, target, plan.mode) or engine._fuses_to_one_loop(
+        engine.route(source, target, plan.mode)
+    ):
+        return None
+    return (
+        source.code,
+        target.code,
+        mode.saturate,
+        mode.round_mode.value,
+        mode.profile.value,
+        mode.inf_to_fnuz_is_nan,
+    )
+
+
+def _compiled_cast(x: Any, to: Any, options: tuple[Any, ...]) -> Any:
+    """Under torch.compile: a CPU tensor's cast as one ``castlike::native_cast``, decided by
+    :func:`_compiled_signature` outside the trace; None (the full path) for anything else."""
+    if type(to) not in (str, int, torch.dtype):
+        return None
+    if not all(type(o) in (str, int, bool, type(None)) for o in options):
+        return None
+    if x.device.type != "cpu" or x.layout is not torch.strided or x.is_nested:
+        return None
+    signature = _compiled_signature(x.dtype, to, options)
+    if signature is None:
+        return None
+    return compiled.native_cast_of_codes(x.detach(), *signature)
+
+
 #: The one torch adapter (adapters hold no per-call state).
 ADAPTER = TorchAdapter()
-_fastpath.take_tensors(torch.Tensor, torch.compiler.is_compiling)
+_fastpath.take_tensors(torch.Tensor, torch.compiler.is_compiling, _compiled_cast)
