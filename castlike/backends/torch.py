@@ -550,7 +550,10 @@ class TorchEngine(Engine):
         faster than the opaque native operator (measured: docs/torch.rst): from FLOAT or
         DOUBLE, the one-op routes and the truncations into 8- to 64-bit integers (a where, a
         clamp, a conversion).  Gathers (every source of 16 bits or fewer) and the several-step
-        routes go to the native operator."""
+        routes go to the native operator.  (Measured again with the native operator's
+        decision outside the trace, one thread: FLOAT -> INT8, INT32, FLOAT16, BFLOAT16, BOOL,
+        DOUBLE, DOUBLE -> FLOAT and INT64 took the same time either way, within 3%, at 10**6
+        and 10**7; Inductor's loop stays, which can fuse with the ops around the cast.)"""
         source = route.source
         if not (source.is_float and source.bits > 16):
             return False
