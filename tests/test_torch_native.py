@@ -132,6 +132,35 @@ def test_compiled_native_casts_are_decided_outside_the_trace() -> None:
 
 
 @pytest.mark.filterwarnings("ignore:Dynamo detected a call to a `functools.lru_cache`")
+def test_a_first_compiled_cast_leaves_the_frontend_caches_to_the_trace(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """As in a fresh process, the frontend's per-type caches are empty when Dynamo traces.  The
+    decision outside the trace must not fill them: an entry added while Dynamo traces a
+    function that reads them too broke the guards it builds on them (a dtype target beside a
+    cast_like, found by running test_torch's compiled cast_like test alone)."""
+    from castlike import _frontend
+
+    monkeypatch.setattr(_frontend, "_ARRAY_TYPES", {})
+    monkeypatch.setattr(_frontend, "_NAMESPACES", {})
+    x = torch.linspace(-3, 3, 11)
+    like = torch.zeros(2, dtype=torch.bfloat16)
+
+    def casts(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return (
+            castlike.cast(a, torch.float16),
+            castlike.cast_like(a, b),
+            castlike.cast(a, "FLOAT8E4M3FN"),
+        )
+
+    torch.compiler.reset()
+    got = torch.compile(casts, fullgraph=True)(x, like)
+    for compiled, eager in zip(got, casts(x, like), strict=True):
+        assert compiled.dtype == eager.dtype
+        assert torch.equal(compiled.view(torch.uint8), eager.view(torch.uint8))
+
+
+@pytest.mark.filterwarnings("ignore:Dynamo detected a call to a `functools.lru_cache`")
 @pytest.mark.parametrize(
     ("source", "target", "options"),
     [

