@@ -147,10 +147,12 @@ def test_a_first_compiled_cast_leaves_the_frontend_caches_to_the_trace(
     like = torch.zeros(2, dtype=torch.bfloat16)
 
     def casts(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        # Two native casts with different options in one graph, beside the full path's.
         return (
             castlike.cast(a, torch.float16),
             castlike.cast_like(a, b),
             castlike.cast(a, "FLOAT8E4M3FN"),
+            castlike.cast(a.double() * 1e3, "FLOAT8E4M3FN", saturate=False),
         )
 
     torch.compiler.reset()

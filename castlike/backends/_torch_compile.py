@@ -44,6 +44,7 @@ __all__ = [
     "native_cast_of_codes",
     "native_enabled",
     "native_kernel",
+    "operator_args",
     "packed_cast",
     "result_strides",
     "run_native",
@@ -91,15 +92,7 @@ def device_table(
     :class:`Mode` built during tracing with its *default* field values, silently: hence plain
     values as arguments.)
     """
-    args = (
-        kind,
-        source.code,
-        target.code,
-        mode.saturate,
-        mode.round_mode.value,
-        mode.profile.value,
-        mode.inf_to_fnuz_is_nan,
-    )
+    args = (kind, *operator_args(source, target, mode))
     if torch.compiler.is_compiling():
         return torch.ops.castlike.lookup_table(like, *args)
     return _cached_table(*args, like.device)
@@ -320,18 +313,24 @@ def run_on_bits(
     return out
 
 
-def native_cast(x: torch.Tensor, source: TypeSpec, target: TypeSpec, mode: Mode) -> torch.Tensor:
-    """Under ``torch.compile``: the native kernel as the opaque ``castlike::native_cast``."""
-    m = mode.effective_for(target)
-    return native_cast_of_codes(
-        x,
+def operator_args(
+    source: TypeSpec, target: TypeSpec, mode: Mode
+) -> tuple[int, int, bool, str, str, bool]:
+    """A cast as the plain values castlike's operators take (Dynamo passes a :class:`Mode`
+    built while it traces with its default field values, see :func:`device_table`)."""
+    return (
         source.code,
         target.code,
-        m.saturate,
-        m.round_mode.value,
-        m.profile.value,
-        m.inf_to_fnuz_is_nan,
+        mode.saturate,
+        mode.round_mode.value,
+        mode.profile.value,
+        mode.inf_to_fnuz_is_nan,
     )
+
+
+def native_cast(x: torch.Tensor, source: TypeSpec, target: TypeSpec, mode: Mode) -> torch.Tensor:
+    """Under ``torch.compile``: the native kernel as the opaque ``castlike::native_cast``."""
+    return native_cast_of_codes(x, *operator_args(source, target, mode.effective_for(target)))
 
 
 def native_cast_of_codes(

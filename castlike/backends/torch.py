@@ -642,19 +642,11 @@ def _native_signature(
     if OnnxType.STRING in (source.code, target.code):
         return None
     engine = ADAPTER.engine()
-    mode = plan.mode.effective_for(target)
     if not covers(source, target, plan.mode) or engine._fuses_to_one_loop(
         engine.route(source, target, plan.mode)
     ):
         return None
-    return (
-        source.code,
-        target.code,
-        mode.saturate,
-        mode.round_mode.value,
-        mode.profile.value,
-        mode.inf_to_fnuz_is_nan,
-    )
+    return compiled.operator_args(source, target, plan.mode.effective_for(target))
 
 
 def _compiled_cast(x: Any, to: Any, options: tuple[Any, ...]) -> Any:

@@ -623,27 +623,41 @@ void map_elements<Float32ToFloat16>(const void* in, void* out, size_t begin, siz
   float32_to_float16(static_cast<const uint32_t*>(in), static_cast<uint16_t*>(out), begin, end);
 }
 
-//: FLOAT16 -> FLOAT with F16C's `vcvtph2ps` (exact); the tail through the portable form.
-template <>
-void map_elements<Widen<Float16, float>>(const void* in, void* out, size_t begin, size_t end,
-                                         const Params& p) {
-  const uint16_t* src = static_cast<const uint16_t*>(in);
-  float* dst = static_cast<float*>(out);
-  size_t i = begin;
+//: `m` FLOAT16 or BFLOAT16 (H) bits -> their FLOAT bits, exactly, stored as T (float, or
+//: uint32_t for the families that read FLOAT bits): FLOAT16 with F16C's `vcvtph2ps` where the
+//: CPU has it, BFLOAT16 by a shift (a loop the compiler vectorises); the tail through the
+//: portable form.
+template <class H, class T>
+inline void widen_block(const uint16_t* src, T* dst, size_t m) {
+  static_assert(sizeof(T) == 4, "FLOAT bits");
+  size_t j = 0;
+  if constexpr (std::is_same_v<H, Float16>) {
+    // The vector stores may alias T; the masked form: the plain one reads an undefined register
+    // (GCC 12).
 #if defined(__AVX512F__)
-  for (; i + 16 <= end; i += 16) {
-    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i));
-    // The masked form: the plain one reads an undefined register (GCC 12).
-    _mm512_storeu_ps(dst + i, _mm512_mask_cvtph_ps(_mm512_setzero_ps(), __mmask16(0xFFFF), h));
-  }
+    for (; j + 16 <= m; j += 16) {
+      const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + j));
+      _mm512_storeu_ps(dst + j, _mm512_mask_cvtph_ps(_mm512_setzero_ps(), __mmask16(0xFFFF), h));
+    }
 #elif defined(__F16C__)
-  for (; i + 8 <= end; i += 8) {
-    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
-    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(h));
-  }
+    for (; j + 8 <= m; j += 8) {
+      const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + j));
+      _mm256_storeu_ps(reinterpret_cast<float*>(dst + j), _mm256_cvtph_ps(h));
+    }
 #endif
-  const Widen<Float16, float> op(p);
-  for (; i < end; ++i) dst[i] = op(src[i]);
+  }
+  for (; j < m; ++j) {
+    const uint32_t bits = half_to_float32_bits<H>(src[j]);
+    std::memcpy(dst + j, &bits, sizeof bits);
+  }
+}
+
+//: FLOAT16 -> FLOAT with F16C's `vcvtph2ps` (exact).
+template <>
+inline void map_elements<Widen<Float16, float>>(const void* in, void* out, size_t begin,
+                                                size_t end, const Params&) {
+  widen_block<Float16>(static_cast<const uint16_t*>(in) + begin, static_cast<float*>(out) + begin,
+                       end - begin);
 }
 
 }  // namespace castlike
