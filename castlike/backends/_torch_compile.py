@@ -36,12 +36,13 @@ from ._torch_dtypes import GATHER, TORCH_DTYPES, UINT
 
 __all__ = [
     "OPAQUE_TO_INDUCTOR",
+    "OperatorArgs",
     "bytes_as",
     "bytes_of",
     "clear_device_tables",
     "device_table",
     "native_cast",
-    "native_cast_of_codes",
+    "native_cast_of_args",
     "native_enabled",
     "native_kernel",
     "operator_args",
@@ -313,11 +314,14 @@ def run_on_bits(
     return out
 
 
-def operator_args(
-    source: TypeSpec, target: TypeSpec, mode: Mode
-) -> tuple[int, int, bool, str, str, bool]:
-    """A cast as the plain values castlike's operators take (Dynamo passes a :class:`Mode`
-    built while it traces with its default field values, see :func:`device_table`)."""
+#: A cast as the plain values castlike's operators take: source and target codes, then the
+#: mode's saturate, round_mode, profile and inf_to_fnuz_is_nan.
+OperatorArgs = tuple[int, int, bool, str, str, bool]
+
+
+def operator_args(source: TypeSpec, target: TypeSpec, mode: Mode) -> OperatorArgs:
+    """A cast as :data:`OperatorArgs` (Dynamo passes a :class:`Mode` built while it traces
+    with its default field values, see :func:`device_table`)."""
     return (
         source.code,
         target.code,
@@ -330,23 +334,14 @@ def operator_args(
 
 def native_cast(x: torch.Tensor, source: TypeSpec, target: TypeSpec, mode: Mode) -> torch.Tensor:
     """Under ``torch.compile``: the native kernel as the opaque ``castlike::native_cast``."""
-    return native_cast_of_codes(x, *operator_args(source, target, mode.effective_for(target)))
+    return native_cast_of_args(x, operator_args(source, target, mode.effective_for(target)))
 
 
-def native_cast_of_codes(
-    x: torch.Tensor,
-    source_code: int,
-    target_code: int,
-    saturate: bool,
-    round_mode: str,
-    profile: str,
-    inf_to_fnuz_is_nan: bool,
-) -> torch.Tensor:
-    """:func:`native_cast` by the operator's own arguments (the mode's options, effective for
-    the target)."""
-    result = torch.ops.castlike.native_cast(
-        x, source_code, target_code, saturate, round_mode, profile, inf_to_fnuz_is_nan
-    )
+def native_cast_of_args(x: torch.Tensor, args: OperatorArgs) -> torch.Tensor:
+    """:func:`native_cast` by the operator's own arguments (the mode's options effective for
+    the target), with the bytes of a type Inductor cannot hold viewed as that type."""
+    result = torch.ops.castlike.native_cast(x, *args)
+    target_code = args[1]
     if _T(target_code) in OPAQUE_TO_INDUCTOR:
         return torch.ops.castlike.bytes_as(result, target_code)
     return result

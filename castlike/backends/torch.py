@@ -583,7 +583,7 @@ def _repeated(cast: torch.Tensor, shape: torch.Size, target: TypeSpec) -> torch.
 @torch.compiler.assume_constant_result
 def _compiled_signature(
     dtype: torch.dtype, to: Any, options: tuple[Any, ...]
-) -> tuple[int, int, bool, str, str, bool] | None:
+) -> compiled.OperatorArgs | None:
     """The arguments of ``castlike::native_cast`` for a cast of a CPU tensor of ``dtype`` to
     ``to`` with ``options`` (those of :func:`castlike.cast`), where the full path would take
     that operator under torch.compile; None elsewhere.
@@ -603,7 +603,7 @@ def _compiled_signature(
 
 def _native_signature(
     dtype: torch.dtype, to: Any, options: tuple[Any, ...]
-) -> tuple[int, int, bool, str, str, bool] | None:
+) -> compiled.OperatorArgs | None:
     # This runs while Dynamo traces a function that may read the frontend's caches too (which
     # objects are arrays, their namespaces): it reads the types without them, because an entry
     # added from here breaks the guards Dynamo builds on those dicts.
@@ -661,7 +661,7 @@ def _compiled_cast(x: Any, to: Any, options: tuple[Any, ...]) -> Any:
     signature = _compiled_signature(x.dtype, to, options)
     if signature is None:
         return None
-    return compiled.native_cast_of_codes(x.detach(), *signature)
+    return compiled.native_cast_of_args(x.detach(), signature)
 
 
 #: The one torch adapter (adapters hold no per-call state).
