@@ -29,7 +29,7 @@ HEADERS = (
     "small_float",
     "float_to_int",
     "byte_table",
-    "from_half",
+    "through_float",
     "narrow_float",
     "fpenv",
     "threads",

@@ -367,6 +367,31 @@ def test_halves_take_the_float_kernels(source_name: str, profile: Profile) -> No
     assert gathered == []
 
 
+_WIDE_INTEGERS = ["INT16", "UINT16", "INT32", "UINT32", "INT64", "UINT64"]
+
+
+@pytest.mark.parametrize("source_name", _WIDE_INTEGERS)
+def test_wide_integers_take_the_float_kernels_into_the_small_floats(source_name: str) -> None:
+    """Integers of 16 bits or more run the FLOAT arithmetic kernels into every small float, in
+    every mode whose FLOAT route is arithmetic (all but FLOAT8E8M0 under onnx's helper, and the
+    integer-nearest routes the pure engine casts): the class gather is what a lost route would
+    fall back to, silently; here it fails."""
+    module = _native.module()
+    source = spec_of(source_name)
+    missed = []
+    for name in _SMALL_FLOATS:
+        target = spec_of(name)
+        for mode in _modes(source, target):
+            helper = name == "FLOAT8E8M0" and mode.profile.rules.e8m0_by_onnx_helper
+            kernel = routes.kernel_for(module, source, target, mode)
+            if helper or kernel is None:
+                continue
+            family = "e8m0" if name == "FLOAT8E8M0" else "small_float"
+            if kernel.name != f"{family}:{routes._type_key(source)}:u8":
+                missed.append(f"{name} {mode_id(mode)}: {kernel.name}")
+    assert missed == []
+
+
 def test_a_half_kernel_that_disagrees_with_the_table_is_not_taken(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

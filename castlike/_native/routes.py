@@ -190,6 +190,10 @@ def _small_float(r: Route, key: str) -> tuple[str, dict[str, Any]]:
         found = _small_float_route(r.source, target, mode, key, odd)
         if found is not None:
             return found
+    if r.source.is_integer and r.source.storage_bits >= 16:
+        found = _integer_through_float(r, key)
+        if found is not None:
+            return found
     if r.double_classes:
         table = double_class_table(target, mode)
         return "double_class:f64:u8", {"table": table, "class_bits": DOUBLE_CLASS_BITS}
@@ -394,6 +398,29 @@ def _small_float_route(
     return f"small_float:{key}:u8", params
 
 
+def _integer_through_float(r: Route, key: str) -> tuple[str, dict[str, Any]] | None:
+    """The FLOAT arithmetic kernel of a small float target run on an integer of 16 bits or
+    more (``through_float.hpp``), where the route's FLOAT bits allow it, else None (the FLOAT
+    class gather).
+
+    The kernel makes the integer the FLOAT bits the class gather would index its table with
+    (the route's clip, then an exact conversion; or, into FLOAT8E8M0, a rounding to odd), and
+    the FLOAT kernel gives that table's entry for them, so the results are the gather's.
+    Measured at 10**6 on one thread (AVX-512): INT32 -> FLOAT8E4M3FN 0.44 -> 0.09 ms.
+    """
+    target, mode = r.target, r.mode
+    if r.float_bits is FloatBits.CLAMPED_INTEGER:
+        assert r.clip is not None
+        found = _small_float_route(_FLOAT, target, mode, key, odd=True)
+        if found is None or not found[0].startswith("small_float:"):
+            return None
+        name, params = found
+        return name, {**params, "ilo": r.clip[0], "ihi": r.clip[1]}
+    if r.float_bits is FloatBits.ODD and target.fmt.special is Special.E8M0:
+        return _small_float_route(_FLOAT, target, mode, key, odd=True)
+    return None
+
+
 _ARITHMETIC = {
     Family.NONZERO: _nonzero,
     Family.LOW_BITS: _low_bits,
@@ -433,7 +460,7 @@ def _from_bool(source: TypeSpec, target: TypeSpec, r: Route) -> tuple[str, dict[
 
 
 #: The FLOAT families that also run on FLOAT16 and BFLOAT16 sources (a block widened to FLOAT
-#: first: ``from_half.hpp``).
+#: first: ``through_float.hpp``).
 #: Not the FLOAT class gather (FLOAT8E8M0 under onnx's helper): a gather on the widened values
 #: measured no faster than the gather from the table of the halves (0.54 against 0.51 ms at
 #: 10**6 on one thread).

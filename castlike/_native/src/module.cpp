@@ -38,7 +38,7 @@
 #include "byte_table.hpp"
 #include "float_to_int.hpp"
 #include "fpenv.hpp"
-#include "from_half.hpp"
+#include "through_float.hpp"
 #include "kernels.hpp"
 #include "narrow_float.hpp"
 #include "packing.hpp"
@@ -191,6 +191,32 @@ struct Check<IntToFloat16<I>> {
   }
 };
 
+//: A widening takes no constants of its own, but the integer clamp: its clip within I and
+//: within +-2**24, where every integer is exact in FLOAT (and converts through int32).
+template <class W>
+struct WideningCheck {
+  static bool ok(const Params&, Why&) { return true; }
+};
+template <class I>
+struct WideningCheck<ClampedIntegerBits<I>> {
+  static bool ok(const Params& p, Why& why) {
+    constexpr int64_t kExact = int64_t{1} << 24;
+    if (!clip_within<I>(p, why)) return false;
+    if (p.ilo < -kExact || (p.ihi > 0 && uint64_t(p.ihi) > uint64_t(kExact))) {
+      return why.fail("ilo and ihi must lie within +-2**24, got %lld and %lld",
+                      static_cast<long long>(p.ilo), static_cast<long long>(p.ihi));
+    }
+    return true;
+  }
+};
+//: A FLOAT family through a widening: the widening's constants, then the family's.
+template <class W, class Op>
+struct Check<ThroughFloat<W, Op>> {
+  static bool ok(const Params& p, const Given& given, Why& why) {
+    return WideningCheck<W>::ok(p, why) && Check<Op>::ok(p, given, why);
+  }
+};
+
 //: The DOUBLE class table: 2**(65 - class_bits) entries, which fit 32-bit indices from 33 on.
 template <>
 struct Check<DoubleClass> {
@@ -287,8 +313,8 @@ struct Entry {
   int variants;
 };
 
-//: The family whose checks a kernel's constants take: its own, or for a FLOAT family run on
-//: halves (from_half.hpp), that family's.
+//: The family whose checks a kernel's constants take: its own, or for a FLOAT family run
+//: through a widening (through_float.hpp, whose variant families derive from it), ThroughFloat's.
 template <class Op, class = void>
 struct ChecksOf {
   using type = Op;
@@ -370,7 +396,7 @@ using E8M0OfDouble = E8M0<DoubleBits, Variant>;
       entry<IntToInt<I, uint32_t, 0>, IntToInt<I, uint32_t, 1>>("int_to_int:" k ":u32"),   \
       entry<IntToInt<I, uint64_t, 0>, IntToInt<I, uint64_t, 1>>("int_to_int:" k ":u64")
 
-//: The FLOAT families on FLOAT16 or BFLOAT16 (H) named `k` (from_half.hpp): castlike._native.routes
+//: The FLOAT families on FLOAT16 or BFLOAT16 (H) named `k` (through_float.hpp): castlike._native.routes
 //: takes one only where it gave the spec's table for every pattern.
 #define CASTLIKE_HALF_SOURCE(H, k)                                                          \
   variants_entry<HalfOf<H, SmallFloatOfFloat>::Op, (kInfIsNan | kFixedSpecials) + 1>(      \
@@ -388,6 +414,13 @@ using E8M0OfDouble = E8M0<DoubleBits, Variant>;
             FromHalf<H, FloatToSubByte<float, SubByteRounding::kTowardZero>>>(              \
           "float_to_sub_byte:" k ":u8")
 
+//: Integers of 16 bits or more (I, named `k`) into the small floats through the FLOAT kernels
+//: (through_float.hpp): clamped into float8/float6/float4, rounded to odd into FLOAT8E8M0.
+#define CASTLIKE_INTEGER_THROUGH_FLOAT(I, k)                                                \
+  variants_entry<ThroughFloatOf<ClampedIntegerBits<I>, SmallFloatOfFloat>::Op,              \
+                 (kInfIsNan | kFixedSpecials) + 1>("small_float:" k ":u8"),                 \
+      variants_entry<ThroughFloatOf<OddIntegerBits<I>, E8M0OfFloat>::Op, 6>("e8m0:" k ":u8")
+
 // Names read "<family>:<source storage>:<target storage>"; castlike._native.routes builds them.
 const Entry kEntries[] = {
     CASTLIKE_INTEGER_SOURCE(int8_t, "i8"),
@@ -398,6 +431,12 @@ const Entry kEntries[] = {
     CASTLIKE_INTEGER_SOURCE(uint32_t, "u32"),
     CASTLIKE_INTEGER_SOURCE(int64_t, "i64"),
     CASTLIKE_INTEGER_SOURCE(uint64_t, "u64"),
+    CASTLIKE_INTEGER_THROUGH_FLOAT(int16_t, "i16"),
+    CASTLIKE_INTEGER_THROUGH_FLOAT(uint16_t, "u16"),
+    CASTLIKE_INTEGER_THROUGH_FLOAT(int32_t, "i32"),
+    CASTLIKE_INTEGER_THROUGH_FLOAT(uint32_t, "u32"),
+    CASTLIKE_INTEGER_THROUGH_FLOAT(int64_t, "i64"),
+    CASTLIKE_INTEGER_THROUGH_FLOAT(uint64_t, "u64"),
     // BOOL ("b8") to the floats whose kernels read the byte as a number; to BOOL, integers and
     // the small floats, routes picks kernels that read any byte as R8 says.  0 and 1 are exact
     // in every float: BFLOAT16 takes the integer kernel's fastest variant (through FLOAT).
@@ -466,6 +505,7 @@ const Entry kEntries[] = {
 
 #undef CASTLIKE_INTEGER_SOURCE
 #undef CASTLIKE_HALF_SOURCE
+#undef CASTLIKE_INTEGER_THROUGH_FLOAT
 
 constexpr size_t kEntryCount = sizeof(kEntries) / sizeof(kEntries[0]);
 
