@@ -56,8 +56,9 @@ struct ClampedIntegerBits {
 };
 
 //: An integer rounded to odd into FLOAT: exact (a plain conversion) where FLOAT holds every value
-//: of I; 32-bit integers exactly into DOUBLE, then DOUBLE's rounding to odd in vectors
-//: (float32_odd_block); 64-bit integers one at a time (float32_bits_for_class's Variant 0).
+//: of I; wider ones rounded to odd into DOUBLE (exact for 32 bits; float64_odd_bits_of, a loop
+//: of floating-point operations that vectorises), then DOUBLE's rounding to odd into FLOAT in
+//: vectors (float32_odd_block): rounding to odd twice is rounding to odd once.
 template <class I>
 struct OddIntegerBits {
   using InT = I;
@@ -67,12 +68,10 @@ struct OddIntegerBits {
       for (size_t j = 0; j < m; ++j) {
         dst[j] = bit_cast<uint32_t>(static_cast<float>(static_cast<int32_t>(src[j])));
       }
-    } else if constexpr (sizeof(I) == 4) {
-      alignas(64) uint64_t wide[kWidenBlock];
-      for (size_t j = 0; j < m; ++j) wide[j] = bit_cast<uint64_t>(static_cast<double>(src[j]));
-      float32_odd_block(wide, dst, m);
     } else {
-      for (size_t j = 0; j < m; ++j) dst[j] = float32_bits_for_class<Integer<I>, 0>(src[j], 0, 0);
+      alignas(64) uint64_t wide[kWidenBlock];
+      for (size_t j = 0; j < m; ++j) wide[j] = float64_odd_bits_of(src[j]);
+      float32_odd_block(wide, dst, m);
     }
   }
 };
