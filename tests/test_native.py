@@ -247,8 +247,8 @@ _TYPE_KEYS = {"FLOAT": "f32", "DOUBLE": "f64"}
 
 
 @lru_cache(maxsize=2)
-def _pool(source_name: str) -> np.ndarray:
-    pool = np.ascontiguousarray(random_inputs(spec_of(source_name), (8 << 20) + 300, seed=5))
+def _pool(source_name: str, size: int) -> np.ndarray:
+    pool = np.ascontiguousarray(random_inputs(spec_of(source_name), size, seed=5))
     pool.flags.writeable = False
     return pool
 
@@ -259,14 +259,16 @@ def test_simd_tails_and_alignments(
     source_name: str, target_name: str, level_module: ModuleType
 ) -> None:
     """Every tail length of the SIMD steps (up to 64 elements a step) and misaligned starts of
-    both buffers; then beyond 8 MiB of output, where the stores stream after a head that aligns
-    the output, at an output misaligned by one element."""
+    both buffers; then beyond 8 MiB of output (and beyond the size from which 1- and 2-byte
+    results stream, this CPU's second-level cache), where the stores stream after a head that
+    aligns the output, at an output misaligned by one element."""
     source, target = spec_of(source_name), spec_of(target_name)
     mode = Mode(saturate=False) if target_name == "FLOAT8E5M2" else Mode()
     kernel = routes.kernel_for(level_module, source, target, mode)
-    pool = _pool(source_name)
     out_dtype = np.dtype(NUMPY_DTYPES[OnnxType(target.code)])
-    big = (8 << 20) // out_dtype.itemsize + 77
+    limit = max(8 << 20, level_module.stream_bytes() + 4096)
+    big = limit // out_dtype.itemsize + 77
+    pool = _pool(source_name, limit + 300)
     x_raw = np.zeros(pool.size + 64, dtype=pool.dtype)
     out_raw = np.zeros(big + 64, dtype=out_dtype)
     for n, k in [(n, k) for n in range(0, 150) for k in (0, 1, 3)] + [(big, 1)]:

@@ -89,11 +89,12 @@ def test_tails_alignments_and_streamed_stores(
     width: str, mask: int, level_module: ModuleType
 ) -> None:
     """Every length up to 150 at three misalignments of both buffers, then beyond 8 MiB of
-    output (streamed stores after a head that aligns the output) at an odd offset."""
+    output, and beyond the size from which 1- and 2-byte results stream (this CPU's
+    second-level cache: streamed stores after a head that aligns the output), at an odd offset."""
     dtype = WIDTHS[width]
     table = _folded([0x80]) if width == "u32" and mask == 0xFF else _table(width, mask + 1, 3)
     kernel = level_module.Kernel(f"gather:u8:{width}", table=table, mask=mask)
-    big = (8 << 20) // np.dtype(dtype).itemsize + 77
+    big = max(8 << 20, level_module.stream_bytes() + 4096) // np.dtype(dtype).itemsize + 77
     pool = np.random.default_rng(5).integers(0, 256, big + 64, dtype=np.uint8)
     out_raw = np.empty(big + 64, dtype=dtype)
     for n, k in [(n, k) for n in range(150) for k in (0, 1, 3)] + [(big, 1)]:

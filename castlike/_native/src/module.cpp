@@ -1207,6 +1207,8 @@ PyObject* restore_fp_environment(PyObject*, PyObject* arg) {
   Py_RETURN_NONE;
 }
 
+PyObject* stream_bytes_of(PyObject*, PyObject*) { return PyLong_FromSize_t(stream_bytes()); }
+
 PyMethodDef kMethods[] = {
     {"_set_fp_environment", set_fp_environment, METH_VARARGS,
      "Testing hook: set FTZ/DAZ and the rounding mode of the calling thread."},
@@ -1214,6 +1216,9 @@ PyMethodDef kMethods[] = {
      "Testing hook: restore the control word _set_fp_environment returned."},
     {"kernel_names", kernel_names, METH_NOARGS, "Names of the kernels this module holds."},
     {"cpu_features", cpu_features, METH_NOARGS, "The CPU features the dispatcher looks at."},
+    {"stream_bytes", stream_bytes_of, METH_NOARGS,
+     "Output bytes of one thread's chunk from which 1- and 2-byte results are stored around the "
+     "caches (this CPU's second-level cache, at least 1 MiB)."},
     {nullptr, nullptr, 0, nullptr}};
 
 PyModuleDef kModule = {PyModuleDef_HEAD_INIT,

@@ -126,10 +126,11 @@ void DoubleToHalf<D, R>::block(const uint64_t* src, uint16_t* dst, size_t n) con
   } else {
     constexpr size_t kBlock = 1024;
     alignas(64) uint32_t odd[kBlock];
+    const bool stream = n * sizeof(uint16_t) >= stream_bytes();
     for (size_t i = 0; i < n; i += kBlock) {
       const size_t m = std::min(kBlock, n - i);
       float32_odd_block(src + i, odd, m);
-      float32_to_float16(odd, dst + i, 0, m);
+      float32_to_float16(odd, dst + i, 0, m, stream);
     }
   }
 }

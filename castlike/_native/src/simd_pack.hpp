@@ -14,6 +14,7 @@
 
 #include "kernels.hpp"
 
+
 #if defined(__AVX2__) || defined(__AVX512F__)
 #include <immintrin.h>
 #endif
@@ -28,15 +29,7 @@
 
 namespace castlike {
 
-//: Output bytes of one call (one thread's chunk) from which the stores are streaming
-//: (non-temporal), for outputs of 1 or 2 bytes an element: an output beyond a core's
-//: second-level cache is written back to memory anyway, and writing it around the caches saves
-//: reading every line in first.  Measured on the development machine (1 MiB of L2 a core), one
-//: thread, a new output array each call: 10**7 FLOAT -> FLOAT8E4M3FN 1.54 -> 1.35 ms, FLOAT ->
-//: BFLOAT16 2.45 -> 2.20 ms, DOUBLE -> BFLOAT16 3.08 -> 2.66 ms; 4-byte outputs (FLOAT -> INT32,
-//: DOUBLE -> FLOAT) gained nothing at 10**7 and lost up to 30% at 10**6 where the output's
-//: memory was fresh from the system, so they store as usual.
-constexpr size_t kStreamBytes = size_t{1} << 20;
+// stream_bytes(): kernels.hpp.
 
 #if defined(CASTLIKE_PACK_AVX512)
 using VecI = __m512i;
@@ -217,7 +210,7 @@ template <class Out>
 inline PackRange pack_range(const Out* dst, size_t n) {
   PackRange r;
 #if defined(CASTLIKE_PACK_SIMD)
-  r.stream = sizeof(Out) < 4 && n * sizeof(Out) >= kStreamBytes;
+  r.stream = sizeof(Out) < 4 && n * sizeof(Out) >= stream_bytes();
   if (r.stream) {
     // dst is aligned to its element (the module checks it): whole elements reach the boundary.
     const size_t misaligned = reinterpret_cast<uintptr_t>(dst) % kVecBytes;
