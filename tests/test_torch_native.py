@@ -123,7 +123,9 @@ def test_compiled_native_casts_are_decided_outside_the_trace() -> None:
         is False
     )
     assert signature(torch.float32, torch.bfloat16, _DEFAULTS)[1] == OnnxType.BFLOAT16
-    assert signature(torch.float32, "INT8", _DEFAULTS) is None  # Inductor's one loop
+    assert signature(torch.float32, "BOOL", _DEFAULTS) is None  # Inductor's one loop
+    # A saturating truncation: the operator (Inductor's loop of three ops measured slower).
+    assert signature(torch.float32, "INT8", _DEFAULTS)[1] == OnnxType.INT8
     assert signature(torch.float32, "STRING", _DEFAULTS) is None
     assert signature(torch.float32, "INT4", (*_DEFAULTS[:5], True)) is None  # packed
     for bad in [(1, "up", None, "spec", "raise", False), (*_DEFAULTS[:3], "nope", "raise", False)]:

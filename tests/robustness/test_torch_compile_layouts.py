@@ -65,8 +65,8 @@ LAYOUTS: dict[str, tuple[Callable[[torch.dtype], torch.Tensor], bool]] = {
 }
 
 #: (source, target): through the native operator (a float8, a 16-bit float, an 8-bit integer,
-#: a type that crosses the graph as bytes) and through torch ops that Inductor fuses (FLOAT to
-#: FLOAT16 and to INT8 are not sent to the native operator under torch.compile).
+#: a type that crosses the graph as bytes, FLOAT to FLOAT16 and to INT8) and through torch ops
+#: that Inductor fuses into one loop (FLOAT to FLOAT8E4M3FN and to BOOL).
 PAIRS = [
     ("FLOAT16", "FLOAT8E4M3FN"),
     ("FLOAT16", "FLOAT16"),
@@ -76,6 +76,7 @@ PAIRS = [
     ("FLOAT", "FLOAT16"),
     ("FLOAT", "INT8"),
     ("FLOAT", "FLOAT8E8M0"),
+    ("FLOAT", "BOOL"),
 ]
 
 
@@ -128,7 +129,7 @@ def test_compiled_equals_eager_on_every_layout(source: str, target: str) -> None
         assert np.array_equal(_bits(compiled, target), expected_bits), layout
         assert compiled.dtype == eager.dtype and compiled.shape == x.shape, layout
         # Strides of an empty result are not observable through any element, and Inductor's
-        # fused loops choose them as they like (FLOAT to INT8 gives (1, 1) for (1, 3)).
+        # fused loops choose them as they like (one gave (1, 1) for (1, 3)).
         if x.numel() > 0:
             assert compiled.stride() == eager.stride(), layout
         if dense:
