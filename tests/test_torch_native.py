@@ -96,6 +96,8 @@ _COMPILED_OP = {
     "INT4": "castlike.native_cast",
     "FLOAT8E8M0": "castlike.native_cast",
     "BFLOAT16": "castlike.native_cast",
+    "INT8": "castlike.native_cast",
+    "BOOL": "castlike.native_cast",
 }
 
 
@@ -123,9 +125,10 @@ def test_compiled_native_casts_are_decided_outside_the_trace() -> None:
         is False
     )
     assert signature(torch.float32, torch.bfloat16, _DEFAULTS)[1] == OnnxType.BFLOAT16
-    assert signature(torch.float32, "BOOL", _DEFAULTS) is None  # Inductor's one loop
-    # A saturating truncation: the operator (Inductor's loop of three ops measured slower).
+    assert signature(torch.float32, "FLOAT8E4M3FN", _DEFAULTS) is None  # Inductor's one loop
+    # A saturating truncation and a comparison: the operator (Inductor's loops measured slower).
     assert signature(torch.float32, "INT8", _DEFAULTS)[1] == OnnxType.INT8
+    assert signature(torch.float32, "BOOL", _DEFAULTS)[1] == OnnxType.BOOL
     assert signature(torch.float32, "STRING", _DEFAULTS) is None
     assert signature(torch.float32, "INT4", (*_DEFAULTS[:5], True)) is None  # packed
     for bad in [(1, "up", None, "spec", "raise", False), (*_DEFAULTS[:3], "nope", "raise", False)]:

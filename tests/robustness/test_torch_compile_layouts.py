@@ -65,8 +65,8 @@ LAYOUTS: dict[str, tuple[Callable[[torch.dtype], torch.Tensor], bool]] = {
 }
 
 #: (source, target): through the native operator (a float8, a 16-bit float, an 8-bit integer,
-#: a type that crosses the graph as bytes, FLOAT to FLOAT16 and to INT8) and through torch ops
-#: that Inductor fuses into one loop (FLOAT to FLOAT8E4M3FN and to BOOL).
+#: a type that crosses the graph as bytes, FLOAT to FLOAT16, INT8 and BOOL) and through torch
+#: ops that Inductor fuses into one loop (FLOAT to FLOAT8E4M3FN).
 PAIRS = [
     ("FLOAT16", "FLOAT8E4M3FN"),
     ("FLOAT16", "FLOAT16"),
