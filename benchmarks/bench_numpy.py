@@ -86,6 +86,8 @@ CASES = [
     ("FLOAT8E5M2", "BFLOAT16"),
     ("INT64", "FLOAT"),
     ("INT32", "INT8"),
+    ("INT32", "FLOAT8E4M3FN"),
+    ("INT16", "FLOAT8E8M0"),
 ]
 ROUNDS = {10**5: 41, 10**6: 21, 10**7: 9}
 THREADS = _native.get_num_threads()
@@ -93,7 +95,7 @@ THREADS = _native.get_num_threads()
 
 def make_input(source: str, n: int, rng: np.random.Generator) -> np.ndarray:
     dtype = NUMPY_DTYPES[OnnxType[source]]
-    if source in ("INT64", "INT32"):
+    if source in ("INT64", "INT32", "INT16"):
         return rng.integers(-1000, 1000, n).astype(dtype)
     with np.errstate(all="ignore"):
         return (rng.standard_normal(n) * 100).astype(np.float32).astype(dtype)
