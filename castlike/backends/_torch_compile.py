@@ -120,7 +120,7 @@ def _cached_table(
     Entries are stored in a dtype ``index_select`` accepts (uint8 or a signed type of the
     target's storage width); the adapter's ``from_bits`` reinterprets them.
     """
-    mode = Mode(saturate, RoundMode(round_mode), Profile(profile), inf_to_fnuz_is_nan)
+    mode = _mode_of(saturate, round_mode, profile, inf_to_fnuz_is_nan)
     key = (kind, source_code, target_code, mode, device)
     found = _TABLES.get(key)
     if found is None:
@@ -333,6 +333,11 @@ def operator_args(source: TypeSpec, target: TypeSpec, mode: Mode) -> OperatorArg
     )
 
 
+def _mode_of(saturate: bool, round_mode: str, profile: str, inf_to_fnuz_is_nan: bool) -> Mode:
+    """The :class:`Mode` that :func:`operator_args` gave as plain values."""
+    return Mode(saturate, RoundMode(round_mode), Profile(profile), inf_to_fnuz_is_nan)
+
+
 def native_cast(x: torch.Tensor, source: TypeSpec, target: TypeSpec, mode: Mode) -> torch.Tensor:
     """Under ``torch.compile``: the native kernel as the opaque ``castlike::native_cast``."""
     return native_cast_of_args(x, operator_args(source, target, mode.effective_for(target)))
@@ -370,7 +375,7 @@ def _native_cast(
     The result has the target's dtype, except for the types Inductor cannot hold, which come
     back as their bytes (uint8) for ``castlike::bytes_as``."""
     cast = _operator_cast(
-        source_code, target_code, saturate, round_mode, profile, inf_to_fnuz_is_nan
+        (source_code, target_code, saturate, round_mode, profile, inf_to_fnuz_is_nan)
     )
     module = _native.module()
     assert module is not None, "traced only where native_enabled()"
@@ -388,19 +393,12 @@ class _OperatorCast(NamedTuple):
 
 
 @functools.lru_cache(maxsize=1024)
-def _operator_cast(
-    source_code: int,
-    target_code: int,
-    saturate: bool,
-    round_mode: str,
-    profile: str,
-    inf_to_fnuz_is_nan: bool,
-) -> _OperatorCast:
+def _operator_cast(args: OperatorArgs) -> _OperatorCast:
     """The operator's arguments as the cast and the dtypes they name: fixed facts of the types,
     remembered (3.5 of the operator call's 11 us at 1,000 elements).  The kernel is
     not remembered here: :func:`kernel_for` remembers it where rule changes can forget it."""
-    source, target = TYPES[_T(source_code)], TYPES[_T(target_code)]
-    mode = Mode(saturate, RoundMode(round_mode), Profile(profile), inf_to_fnuz_is_nan)
+    source, target = TYPES[_T(args[0])], TYPES[_T(args[1])]
+    mode = _mode_of(*args[2:])
     in_bits, out_bits = UINT[source.storage_bits], UINT[target.storage_bits]
     return _OperatorCast(source, target, mode, in_bits, _native_cast_dtype(target), out_bits)
 
@@ -522,7 +520,7 @@ def _packed_cast(
     compiled graph (``source_row`` -1: ``x`` is not packed).  Unpacked results of the types
     Inductor cannot hold come back as their bytes (uint8) for ``castlike::bytes_as``."""
     source, target = TYPES[_T(source_code)], TYPES[_T(target_code)]
-    mode = Mode(saturate, RoundMode(round_mode), Profile(profile), inf_to_fnuz_is_nan)
+    mode = _mode_of(saturate, round_mode, profile, inf_to_fnuz_is_nan)
     if source.is_sub_byte and source_row < 0:
         x = x.view(shell_dtype(source)) if source.code not in OPAQUE_TO_INDUCTOR else x
     out = run_packed(x, source, target, mode, None if source_row < 0 else source_row, pack)
