@@ -14,7 +14,6 @@
 
 #include "kernels.hpp"
 
-
 #if defined(__AVX2__) || defined(__AVX512F__)
 #include <immintrin.h>
 #endif
