@@ -28,7 +28,10 @@ nox.options.sessions = [
 ]
 
 PYTHON = "3.11"
-CONSTRAINTS = ("-c", "constraints.txt")
+#: pip's arguments for every install: the repository's constraints, and no byte-compiling of
+#: what it installs (Python compiles the modules a session imports as it imports them; pip
+#: compiling all of torch and JAX took 20 of a session's 30 s of installing).
+PIP_ARGS = ("--no-compile", "-c", "constraints.txt")
 
 
 def _builtin_backends() -> tuple:
@@ -64,13 +67,13 @@ def install(session: nox.Session, extras: str) -> None:
     """Install castlike (editable, which compiles its kernels) with ``extras`` under the
     repository's constraints."""
     target = f".[{extras}]" if extras else "."
-    session.install(*CONSTRAINTS, "-e", target, env=STRICT_BUILD)
+    session.install(*PIP_ARGS, "-e", target, env=STRICT_BUILD)
 
 
 @nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
     """ruff check and ruff format --check."""
-    session.install(*CONSTRAINTS, "ruff")
+    session.install(*PIP_ARGS, "ruff")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
 
@@ -79,7 +82,7 @@ def lint(session: nox.Session) -> None:
 def typecheck(session: nox.Session) -> None:
     """mypy on the package."""
     install(session, "test")
-    session.install(*CONSTRAINTS, "mypy")
+    session.install(*PIP_ARGS, "mypy")
     session.run("mypy")
 
 
@@ -131,7 +134,7 @@ def oldest(session: nox.Session) -> None:
     array-api-compat, rich) and of the onnx extra (onnx, onnxruntime): the NumPy tests and the
     ONNX conformance command there.  Every other session installs the newest releases."""
     pins = lowest_pins(("onnx",))
-    session.install(*CONSTRAINTS, *pins, "-e", ".[test,onnx,cli]", env=STRICT_BUILD)
+    session.install(*PIP_ARGS, *pins, "-e", ".[test,onnx,cli]", env=STRICT_BUILD)
     session.run("python", "-c", VERSIONS)
     env = {"CASTLIKE_TEST_BACKENDS": "numpy"}
     session.run("pytest", *PARALLEL, "-q", *session.posargs, env=env)
@@ -182,7 +185,7 @@ def sanitize(session: nox.Session) -> None:
     shutil.rmtree(source, ignore_errors=True)
     skip = shutil.ignore_patterns(".git", ".nox", "build", "*.so", ".castlike-cache", "reports")
     shutil.copytree(Path(__file__).parent, source, ignore=skip)
-    session.install(*CONSTRAINTS, f"{source}[test]", env={**STRICT_BUILD, "CASTLIKE_SANITIZE": "1"})
+    session.install(*PIP_ARGS, f"{source}[test]", env={**STRICT_BUILD, "CASTLIKE_SANITIZE": "1"})
     # The interpreter is not built with the sanitizers: their runtime must be loaded first.
     found = session.run("python", "-c", _FIND_BASELINE, silent=True)
     module = str(found).strip().splitlines()[-1]
