@@ -57,6 +57,11 @@ def take_tensors(
 
 
 def _key(x: Any, to: Any, options: tuple[Any, ...]) -> tuple[Any, ...] | None:
+    """The key of a cast that can be remembered, or None.  Only exact types are taken (an
+    argument of any other type must meet the full validation; a hostile one is never hashed or
+    compared).  Its types come before the values they type: tuples compare element by
+    element, so a dtype never meets a str ``to`` (NumPy would compare them by converting), nor
+    True 1 (equal, and of equal hashes)."""
     kind = type(x)  # subclasses (masked arrays, parameters ...) take the full path
     if kind is np.ndarray:
         form: Any = x.dtype
@@ -87,9 +92,7 @@ def cached_cast(x: Any, to: Any, options: tuple[Any, ...]) -> Any:
     if key is None:
         return None
     found = _CASTS.get(key)
-    if found is None:
-        return None
-    return found(x)
+    return None if found is None else found(x)
 
 
 def remember(

@@ -36,6 +36,17 @@ def test_options_of_another_type_are_validated_again() -> None:
         castlike.cast(x, "FLOAT8E4M3FN", saturate=True, opset=19.0)  # type: ignore[arg-type]
 
 
+def test_unhashable_arguments_meet_the_full_validation() -> None:
+    """The repeat path looks a call's arguments up without checking them first: an argument
+    that cannot be a key must still reach the full path's own error, not a TypeError."""
+    x = np.ones(4, dtype=np.float32)
+    castlike.cast(x, "INT8")
+    with pytest.raises(castlike.CastTypeError):
+        castlike.cast(x, ["INT8"])  # type: ignore[arg-type]
+    with pytest.raises(castlike.CastValueError, match="profile"):
+        castlike.cast(x, "INT8", profile=["spec"])  # type: ignore[arg-type]
+
+
 def test_a_failed_call_is_not_remembered() -> None:
     x = np.ones(4, dtype=np.float32)
     for _ in range(2):

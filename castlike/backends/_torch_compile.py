@@ -296,17 +296,36 @@ def run_native(
     return run_on_bits(kernel, x, UINT[source.storage_bits], dtype, UINT[target.storage_bits])
 
 
+#: The torch dtypes whose tensors ``.numpy()`` views as they are (the others, bfloat16 and
+#: the float8 and sub-byte dtypes, through their same-width unsigned bits).
+def _numpy_holds(dtype: torch.dtype) -> bool:
+    try:
+        torch.empty(0, dtype=dtype).numpy()
+    except TypeError:  # "Got unsupported ScalarType ..."
+        return False
+    return True
+
+
+_NUMPY_HOLDS = frozenset(filter(_numpy_holds, TORCH_DTYPES.values()))
+
+
 def run_on_bits(
     kernel: Any, x: torch.Tensor, in_bits: torch.dtype, dtype: torch.dtype, out_bits: torch.dtype
 ) -> torch.Tensor:
     """:func:`run_native` with the same-width unsigned dtypes of the source (``in_bits``) and
     of the result (``out_bits``) given: what the repeat-call path runs."""
-    bits = x.view(in_bits)
     threads = _native.get_num_threads()
-    if bits.is_contiguous():  # the usual case, in fewer torch calls (a repeat call's cost)
-        out = torch.empty_strided(x.shape, bits.stride(), dtype=dtype)
-        kernel(bits.numpy().reshape(-1), out.view(out_bits).numpy().reshape(-1), threads)
+    if x.is_contiguous():
+        # The usual case, in as few torch calls as there can be (a repeat call's cost): a
+        # contiguous result like x's (.to's layout for it), and NumPy views of both, of the
+        # same-width unsigned bits only where NumPy cannot hold the dtype itself.  The kernel
+        # reads bytes, whatever the NumPy dtype says.
+        out = torch.empty_like(x, dtype=dtype)
+        source = x.numpy() if x.dtype in _NUMPY_HOLDS else x.view(in_bits).numpy()
+        result = out.numpy() if dtype in _NUMPY_HOLDS else out.view(out_bits).numpy()
+        kernel(source, result, threads)
         return out
+    bits = x.view(in_bits)
     strides = result_strides(x)
     if bits.stride() != strides:
         bits = bits.contiguous()  # row-major, as result_strides says for such an x

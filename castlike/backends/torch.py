@@ -402,9 +402,11 @@ class TorchAdapter(Adapter):
         in_bits, out_bits = UINT[source.storage_bits], UINT[target.storage_bits]
 
         def run(x: torch.Tensor) -> torch.Tensor | None:
-            if not x.is_cpu or x.layout is not torch.strided or x.is_nested:
+            # The key held the device (CPU) and the layout (strided: the full path refuses the
+            # others, and only what it accepted is remembered).
+            if x.is_nested or not compiled.native_enabled():
                 return None
-            if not compiled.native_enabled() or _distinct(x) is not None:
+            if not x.is_contiguous() and _distinct(x) is not None:  # (an expanded x is not)
                 return None
             x = x.detach() if x.requires_grad else x
             return compiled.run_on_bits(kernel, x, in_bits, dtype, out_bits)
