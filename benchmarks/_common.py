@@ -51,15 +51,22 @@ def interleaved(fns: list[Callable[[], Any] | None], repeat: int) -> list[float]
     return [next(found) if fn is not None else float("nan") for fn in fns]
 
 
-def median_interleaved(fns: dict[str, Callable[[], Any]], rounds: int) -> dict[str, float]:
+def median_interleaved(
+    fns: dict[str, Callable[[], Any]],
+    rounds: int,
+    setups: dict[str, Callable[[], Any]] | None = None,
+) -> dict[str, float]:
     """Median seconds per contender over ``rounds`` rounds of one call each, after a warm-up.
 
     Each round calls the contenders in a new order (seeded): a call meets the memory its
     predecessor freed and the caches it evicted, and in a fixed order one contender always
     followed the copy of 5 MB (at 10**6 elements that made it up to 1.8x slower than the same
-    call after another contender).
+    call after another contender).  ``setups[name]()``, where given, runs untimed before each
+    of that contender's calls (the thread counts of contenders that share a library).
     """
-    for fn in fns.values():
+    setups = setups or {}
+    for name, fn in fns.items():
+        setups.get(name, _nothing)()
         fn()
     times: dict[str, list[float]] = {name: [] for name in fns}
     order = list(fns.items())
@@ -67,10 +74,15 @@ def median_interleaved(fns: dict[str, Callable[[], Any]], rounds: int) -> dict[s
     for _ in range(rounds):
         shuffle(order)
         for name, fn in order:
+            setups.get(name, _nothing)()
             start = time.perf_counter()
             fn()
             times[name].append(time.perf_counter() - start)
     return {name: statistics.median(ts) for name, ts in times.items()}
+
+
+def _nothing() -> None:
+    pass
 
 
 def onnxruntime_cast(op: str, source: str, target: str) -> Callable[..., Any] | None:

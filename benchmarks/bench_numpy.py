@@ -31,6 +31,7 @@ import os
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import argparse
+import importlib.util
 import json
 import platform
 from collections.abc import Callable
@@ -101,12 +102,9 @@ def make_input(source: str, n: int, rng: np.random.Generator) -> np.ndarray:
         return (rng.standard_normal(n) * 100).astype(np.float32).astype(dtype)
 
 
-def castlike_fn(x: np.ndarray, target: str, threads: int) -> Callable[[], Any]:
-    def run() -> Any:
-        _native.set_num_threads(threads)
-        return castlike.cast(x, target)
-
-    return run
+def castlike_fn(x: np.ndarray, target: str) -> Callable[[], Any]:
+    """castlike's cast (the thread count is set before, untimed: see :data:`SETUPS`)."""
+    return lambda: castlike.cast(x, target)
 
 
 def pure_fn(x: np.ndarray, source: str, target: str) -> Callable[[], Any]:
@@ -170,10 +168,8 @@ def ort_fn(x: np.ndarray, source: str, target: str, threads: int) -> Callable[[]
     return run
 
 
-def torch_fn(x: np.ndarray, target: str, threads: int) -> Callable[[], Any] | None:
-    try:
-        import torch
-    except ImportError:
+def torch_fn(x: np.ndarray, target: str) -> Callable[[], Any] | None:
+    if importlib.util.find_spec("torch") is None:
         return None
     from castlike.backends import adapter_named
 
@@ -186,7 +182,6 @@ def torch_fn(x: np.ndarray, target: str, threads: int) -> Callable[[], Any] | No
         return None
 
     def run() -> Any:
-        torch.set_num_threads(threads)
         return tx.to(dtype)
 
     try:
@@ -214,12 +209,31 @@ def jax_fn(x: np.ndarray, target: str) -> Callable[[], Any] | None:
 PEERS_1T = ("astype", "ort 1t", "torch 1t")
 
 
+def _torch_threads(n: int) -> Callable[[], None]:
+    def setup() -> None:
+        import torch
+
+        torch.set_num_threads(n)
+
+    return setup
+
+
+#: The thread counts of the contenders that share a library, set before each of their calls
+#: and outside the time measured (castlike's set_num_threads wakes its pool's threads).
+SETUPS: dict[str, Callable[[], Any]] = {
+    "castlike 1t": lambda: _native.set_num_threads(1),
+    "castlike": lambda: _native.set_num_threads(THREADS),
+    "torch 1t": _torch_threads(1),
+    "torch": _torch_threads(THREADS),
+}
+
+
 def bench(source: str, target: str, n: int, rng: np.random.Generator) -> dict[str, Any]:
     x = make_input(source, n, rng)
     ours = castlike.cast(x, target)
     fns: dict[str, Callable[[], Any]] = {
-        "castlike 1t": castlike_fn(x, target, 1),
-        "castlike": castlike_fn(x, target, THREADS),
+        "castlike 1t": castlike_fn(x, target),
+        "castlike": castlike_fn(x, target),
         "pure": pure_fn(x, source, target),
         "astype": astype_fn(x, target),
     }
@@ -227,8 +241,8 @@ def bench(source: str, target: str, n: int, rng: np.random.Generator) -> dict[st
     for name, fn in (
         ("ort 1t", ort_fn(x, source, target, 1)),
         ("ort", ort_fn(x, source, target, 0)),
-        ("torch 1t", torch_fn(x, target, 1)),
-        ("torch", torch_fn(x, target, THREADS)),
+        ("torch 1t", torch_fn(x, target)),
+        ("torch", torch_fn(x, target)),
         ("jax", jax_fn(x, target)),
     ):
         if fn is None:
@@ -240,7 +254,7 @@ def bench(source: str, target: str, n: int, rng: np.random.Generator) -> dict[st
         same[name] = same_bits(np.asarray(result), ours, target)
     y = ours
     fns["copy"] = lambda: (x.copy(), y.copy())
-    ms = {name: t * 1e3 for name, t in median_interleaved(fns, ROUNDS.get(n, 9)).items()}
+    ms = {name: t * 1e3 for name, t in median_interleaved(fns, ROUNDS.get(n, 9), SETUPS).items()}
     _native.set_num_threads(THREADS)
     peers = {k: v for k, v in ms.items() if k in PEERS_1T}
     fastest = min(peers, key=peers.__getitem__)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -127,16 +128,9 @@ class NumpyAdapter(Adapter):
 
             return run_packed
 
-        dtype = NUMPY_DTYPES[_T(target.code)]
-
         def run(x: np.ndarray) -> np.ndarray:
-            flags = x.flags
-            if flags.c_contiguous and flags.aligned and x.dtype.isnative:
-                # The usual case, inline (_run_kernel's steps): each Python layer costs a few
-                # microseconds at 10**6 elements, run with the caches cold after the kernel.
-                out = np.empty(x.shape, dtype=dtype)
-                kernel(x, out, _native.get_num_threads())
-                return out
+            """Every array the kernel's repeat() leaves: broadcast, strided, misaligned or
+            byte-swapped."""
             if not x.dtype.isnative:
                 distinct = _distinct(x)  # before the copy to machine byte order
                 if distinct is not None:
@@ -144,7 +138,10 @@ class NumpyAdapter(Adapter):
                 x = x.astype(x.dtype.newbyteorder("="))
             return _run_kernel(kernel, x, target)
 
-        return run
+        # The usual array (C-contiguous, aligned, in machine byte order) in one C call, with
+        # no Python layer between the lookup and the kernel: at 10**6 elements each costs a
+        # few microseconds, run with the caches cold after the kernel's pass.
+        return functools.partial(kernel.repeat, np.empty, NUMPY_DTYPES[_T(target.code)], run)
 
 
 class NumpyEngine(Engine):

@@ -326,6 +326,91 @@ _CASES: list[tuple[str, str, str]] = [
         """,
         "ok",
     ),
+    # -- repeat(): the repeat path's one C call -------------------------------------------------
+    (
+        "repeat-arguments",
+        "K('convert:f32:f64').repeat(np.empty, np.float64, None)",
+        "TypeError: kernel.repeat(empty, dtype, fallback, source) takes 4 positional arguments",
+    ),
+    (
+        "repeat-equals-the-call",
+        """
+        k = K('float_class:f32:u8', table=CLASSES, class_bits=19)
+        rng = np.random.default_rng(9)
+        for shape in [(3, 5, 7), (0,), (4, 0), ()]:
+            x = rng.standard_normal(shape).astype(np.float32)
+            made = []
+            def empty(s, d):
+                made.append((s, d))
+                return np.empty(s, d)
+            got = k.repeat(empty, np.dtype(np.uint8), None, x.view(np.uint32))
+            expected = np.empty(shape, np.uint8)
+            k(x.view(np.uint32), expected, 1)
+            assert made == [(shape, np.dtype(np.uint8))], made
+            assert got.shape == shape and got.tobytes() == expected.tobytes()
+        """,
+        "ok",
+    ),
+    (
+        "repeat-on-threads",
+        """
+        k = K('float_class:f32:u8', table=CLASSES, class_bits=19)
+        x = np.random.default_rng(10).standard_normal(1 << 21).astype(np.float32).view(np.uint32)
+        expected = np.empty(x.shape, np.uint8)
+        k(x, expected, 1)
+        pool = _native._pool()
+        for threads in (2, 1):
+            _native.set_num_threads(threads)
+            pool._peak_running(True)
+            got = k.repeat(np.empty, np.dtype(np.uint8), None, x)
+            assert got.tobytes() == expected.tobytes()
+            assert pool._peak_running(False) <= threads
+        """,
+        "ok",
+    ),
+    (
+        "repeat-leaves-the-others-to-the-fallback",
+        """
+        k = K('convert:f32:f64')
+        data = np.zeros(65, np.uint8)
+        others = {
+            "strided": np.zeros(8, np.float32)[::2],
+            "byte-swapped": np.zeros(4, ">f4"),
+            "misaligned": data[1:].view(np.float32),
+            "broadcast": np.broadcast_to(np.float32(1), (4, 4)),
+            "a list": [1.0, 2.0],
+        }
+        for name, x in others.items():
+            seen = []
+            fallback = lambda a: seen.append(a) or "fell back"
+            got = k.repeat(np.empty, np.dtype(np.float64), fallback, x)
+            assert got == "fell back" and seen == [x], name
+        """,
+        "ok",
+    ),
+    (
+        "repeat-unfit-empty",
+        "K('convert:f32:f64').repeat(lambda s, d: np.zeros(1, np.uint8), np.float64, None, "
+        "np.zeros(4, np.float32))",
+        "ValueError: convert:f32:f64: kernel.repeat's empty() gave an unfit output",
+    ),
+    (
+        "repeat-empty-raises",
+        "K('convert:f32:f64').repeat(lambda s, d: 1 // 0, np.float64, None, "
+        "np.zeros(4, np.float32))",
+        "ZeroDivisionError: integer division or modulo by zero",
+    ),
+    (
+        "repeat-dtype-raises",
+        """
+        class Hostile:
+            @property
+            def dtype(self):
+                raise RuntimeError("no dtype here")
+        K('convert:f32:f64').repeat(np.empty, np.float64, None, Hostile())
+        """,
+        "RuntimeError: no dtype here",
+    ),
     (
         "init-again-while-threads-run-it",
         """

@@ -293,7 +293,9 @@ void api_run(const PoolTask& task, size_t n, size_t chunk, int threads) noexcept
   }
 }
 
-const PoolApi kApi = {kPoolAbi, &api_run};
+int api_limit() noexcept { return g_limit.load(std::memory_order_relaxed); }
+
+const PoolApi kApi = {kPoolAbi, &api_run, &api_limit};
 
 // -- Python functions --------------------------------------------------------------------------
 

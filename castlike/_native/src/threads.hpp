@@ -10,7 +10,7 @@
 namespace castlike {
 
 //: Changed whenever PoolApi changes: a kernel module refuses a pool built from other sources.
-constexpr unsigned kPoolAbi = 1;
+constexpr unsigned kPoolAbi = 2;
 
 //: The module that holds the pool and the name of its capsule attribute.
 constexpr const char* kPoolModule = "castlike._native._threads";
@@ -31,6 +31,8 @@ struct PoolApi {
   //: waits for a free slot.  Returns when every chunk has run.  Call it with the GIL released:
   //: it may wait, for a slot and for the workers that help.
   void (*run)(const PoolTask& task, std::size_t n, std::size_t chunk, int threads) noexcept;
+  //: The process's limit (set_num_threads, which sets it; 1 until then).
+  int (*limit)() noexcept;
 };
 
 }  // namespace castlike
