@@ -296,9 +296,8 @@ def run_native(
     return run_on_bits(kernel, x, UINT[source.storage_bits], dtype, UINT[target.storage_bits])
 
 
-#: The torch dtypes whose tensors ``.numpy()`` views as they are (the others, bfloat16 and
-#: the float8 and sub-byte dtypes, through their same-width unsigned bits).
 def _numpy_holds(dtype: torch.dtype) -> bool:
+    """Whether ``.numpy()`` views a tensor of ``dtype`` as it is."""
     try:
         torch.empty(0, dtype=dtype).numpy()
     except TypeError:  # "Got unsupported ScalarType ..."
@@ -306,6 +305,8 @@ def _numpy_holds(dtype: torch.dtype) -> bool:
     return True
 
 
+#: The torch dtypes whose tensors ``.numpy()`` views as they are (the others, bfloat16 and
+#: the float8 and sub-byte dtypes, through their same-width unsigned bits).
 _NUMPY_HOLDS = frozenset(filter(_numpy_holds, TORCH_DTYPES.values()))
 
 
