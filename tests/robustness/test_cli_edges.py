@@ -25,6 +25,9 @@ from castlike.spec.reference import Exact, cast_value, read_decimal
 from castlike.spec.rules import Mode, Profile, RoundMode
 from castlike.spec.types import TYPES, OnnxType
 
+# The command line casts NumPy arrays, whatever else is installed.
+pytestmark = pytest.mark.numpy_session
+
 ROOT = Path(__file__).parent.parent.parent
 #: Bounds a hang; a reading takes what the interpreter's start-up takes.
 HANG = 30

@@ -27,9 +27,12 @@ import pytest
 
 from castlike import _native
 
-pytestmark = pytest.mark.skipif(
-    _native.module() is None, reason="castlike's native extension is not built or disabled"
-)
+pytestmark = [
+    pytest.mark.skipif(
+        _native.module() is None, reason="castlike's native extension is not built or disabled"
+    ),
+    pytest.mark.numpy_session,  # the kernels' own boundary: no backend is involved
+]
 
 #: Children start here, where no castlike package is: they import the installed one, as the
 #: tests do (``nox -s sanitize`` installs a sanitized build; the checkout has another).

@@ -12,6 +12,8 @@ import castlike
 import castlike.strings
 from castlike import InvalidStringError, UnsupportedTypeError
 
+pytestmark = pytest.mark.numpy_session  # STRING data are NumPy arrays on every backend (R9)
+
 SD = np.dtypes.StringDType
 
 
