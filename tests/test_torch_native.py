@@ -167,6 +167,30 @@ def test_a_first_compiled_cast_leaves_the_frontend_caches_to_the_trace(
         assert torch.equal(compiled.view(torch.uint8), eager.view(torch.uint8))
 
 
+def test_a_torch_dtype_is_asked_of_torch_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ONNX type of a torch dtype (a ``cast_like`` target, a dtype ``to``) comes from the
+    torch adapter only, loading no other: with JAX or Dask imported but never used with
+    castlike, loading their adapters inside a compiled function is an import, which Dynamo
+    cannot trace (``fullgraph=True`` failed on ``cast_like`` so)."""
+    from castlike import backends
+
+    asked: list[str] = []
+    real = backends.adapter_named
+
+    def recorded(name: str) -> Any:
+        asked.append(name)
+        return real(name)
+
+    monkeypatch.setattr(backends, "adapter_named", recorded)
+    for dtype in (torch.float16, torch.bfloat16, torch.float8_e4m3fn, torch.int8, torch.bool):
+        assert backends.packed_type_of_dtype(dtype) is None
+        assert backends.onnx_type_of_dtype(dtype) is not None
+    packed = getattr(torch, "float4_e2m1fn_x2", None)
+    if packed is not None:
+        assert backends.packed_type_of_dtype(packed) is OnnxType.FLOAT4E2M1
+    assert set(asked) == {"torch"}
+
+
 @pytest.mark.filterwarnings("ignore:Dynamo detected a call to a `functools.lru_cache`")
 @pytest.mark.parametrize(
     ("source", "target", "options"),
@@ -323,3 +347,27 @@ def test_a_compiled_cast_neither_reads_nor_fills_the_repeat_path() -> None:
     assert len(_tensor_keys()) == 1
     assert torch.equal(f(x).view(torch.uint8), compiled_bits)
     assert torch.equal(eager.view(torch.uint8), compiled_bits)
+
+
+def test_the_switch_follows_every_write_to_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``CASTLIKE_TORCH_NATIVE`` is read on every cast, by a lookup in ``os.environ``'s own
+    storage: setting, changing and deleting it, and replacing ``os.environ`` itself, each take
+    effect on the next cast."""
+    import os
+
+    from castlike.backends import _torch_compile
+
+    monkeypatch.delenv("CASTLIKE_TORCH_NATIVE", raising=False)
+    assert _torch_compile.native_enabled()
+    monkeypatch.setenv("CASTLIKE_TORCH_NATIVE", "0")
+    assert not _torch_compile.native_enabled()
+    monkeypatch.setenv("CASTLIKE_TORCH_NATIVE", "1")
+    assert _torch_compile.native_enabled()
+    os.environ["CASTLIKE_TORCH_NATIVE"] = "0"
+    assert not _torch_compile.native_enabled()
+    os.environ.pop("CASTLIKE_TORCH_NATIVE")
+    assert _torch_compile.native_enabled()
+    monkeypatch.setattr(os, "environ", {"CASTLIKE_TORCH_NATIVE": "0"})
+    assert not _torch_compile.native_enabled()
+    monkeypatch.setattr(os, "environ", {})
+    assert _torch_compile.native_enabled()

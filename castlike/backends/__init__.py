@@ -295,14 +295,32 @@ def moves_strings(adapter: Adapter) -> bool:
     return adapter.moves_strings_through_numpy
 
 
+def _own_adapter(dtype: Any) -> Adapter | None:
+    """The adapter of the library that defines ``dtype``'s class, where that library is
+    imported and castlike has a built-in adapter for it; None otherwise.
+
+    A dtype is asked of its own library first, and only that one is loaded for it: another
+    library's parser may raise on it, and under torch.compile loading another adapter (an
+    import, of JAX's adapter when JAX is imported, say) is a call Dynamo cannot trace.
+    """
+    owner = type(dtype).__module__.partition(".")[0]
+    for info, _is_namespace in _DISPATCH:
+        if info.name.replace("-", "_") == owner and info.module in sys.modules:
+            try:
+                return adapter_named(info.name)
+            except BackendTypeError:
+                return None
+    return None
+
+
 def onnx_type_of_dtype(dtype: Any) -> OnnxType | None:
     """The ONNX type of a dtype object of any imported library, or None."""
-    # The dtype's own library first (a torch.dtype is asked of torch before numpy): another
-    # library's parser may raise on it, which torch.compile cannot trace.
-    owner = type(dtype).__module__.partition(".")[0]
-    adapters = loaded_adapters()
-    own = [a for a in adapters if a.name.replace("-", "_") == owner]  # array-api-strict too
-    for adapter in own + adapters:
+    own = _own_adapter(dtype)
+    if own is not None:
+        found = own.onnx_type_of(dtype)
+        if found is not None:
+            return found
+    for adapter in loaded_adapters():
         found = adapter.onnx_type_of(dtype)
         if found is not None:
             return found
@@ -311,7 +329,11 @@ def onnx_type_of_dtype(dtype: Any) -> OnnxType | None:
 
 def packed_type_of_dtype(dtype: Any) -> OnnxType | None:
     """The sub-byte type a packed dtype of an imported library holds (torch's
-    ``float4_e2m1fn_x2``), or None for every other object."""
+    ``float4_e2m1fn_x2``), or None for every other object.  A library's packed dtypes are its
+    own: where the dtype's library has an adapter, only that one is asked."""
+    own = _own_adapter(dtype)
+    if own is not None:
+        return own.packed_type_of(dtype)
     for adapter in loaded_adapters():
         found = adapter.packed_type_of(dtype)
         if found is not None:
