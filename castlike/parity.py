@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -341,6 +341,207 @@ def _unpacked_host(result: Any, target: TypeSpec, n: int) -> np.ndarray:
     return NUMPY_ADAPTER.from_bits(codes, target)
 
 
+#: The backends that a spawned worker process can run: the built-in ones (a backend registered
+#: at run time exists only in the process that registered it).
+_BUILTIN = frozenset(info.name for info in backends())
+
+
+class _Setting(NamedTuple):
+    """What a worker process needs, besides its source types, to run its part of a parity run
+    as this process would (all of it picklable)."""
+
+    names: list[str]
+    exhaustive: bool
+    seed: int
+    n_random: int
+    cache: Path
+    limit: int
+    #: JAX's ``jax_enable_x64`` here (None: JAX not among the backends); a worker sets the same.
+    jax_x64: bool | None
+
+
+def _jax_x64(names: Sequence[str]) -> bool | None:
+    if "jax" not in names:
+        return None
+    from .backends.jax import x64_enabled
+
+    return bool(x64_enabled())
+
+
+def _source_groups(
+    sources: Sequence[TypeSpec],
+    targets: Sequence[TypeSpec],
+    keys: dict[str, list[str]],
+    checks: dict[tuple[str, str], list[Check]],
+    processes: int,
+) -> list[list[TypeSpec]]:
+    """The source types split into at most ``processes`` groups of about equal work (the
+    longest first, each to the least loaded group): inputs times checks, which the exhaustive
+    16-bit sources dominate."""
+    if processes <= 1 or len(sources) <= 1:
+        return [list(sources)]
+
+    def work(source: TypeSpec) -> int:
+        inputs = sum(inputs_for(source, k).size for k in keys[source.name])
+        return inputs * sum(len(checks[(source.name, t.name)]) for t in targets)
+
+    groups: list[list[TypeSpec]] = [[] for _ in range(min(processes, len(sources)))]
+    loads = [0] * len(groups)
+    for source in sorted(sources, key=work, reverse=True):
+        least = loads.index(min(loads))
+        groups[least].append(source)
+        loads[least] += work(source)
+    return [g for g in groups if g]
+
+
+def _cells_of(
+    setting: _Setting,
+    sources: Sequence[TypeSpec],
+    targets: Sequence[TypeSpec],
+    tick: Callable[[], None],
+) -> dict[tuple[str, str, str], Cell]:
+    """Every (source, target, backend) cell of these sources, computed in this process."""
+    adapters = {name: adapter_named(name) for name in setting.names}
+    cache, limit = setting.cache, setting.limit
+    cells: dict[tuple[str, str, str], Cell] = {}
+    for source in sources:
+        keys = input_keys(
+            source, exhaustive=setting.exhaustive, seed=setting.seed, n_random=setting.n_random
+        )
+        blocks = {k: inputs_for(source, k) for k in keys}
+        inputs = np.concatenate(list(blocks.values()))
+        on_backend = {
+            name: a.from_numpy(inputs)
+            for name, a in adapters.items()
+            if a.library_dtype(source) is not None
+        }
+        for target in targets:
+            pair_checks = checks_for(source, target)
+            expected: dict[Mode, np.ndarray] = {}
+            for check in pair_checks:
+                canonical = canonical_mode(check.mode, source, target)
+                if canonical not in expected:
+                    expected[canonical] = np.concatenate(
+                        [
+                            oracle_bits(
+                                source, target, check.mode, block, cache_dir=cache, cache_key=k
+                            )
+                            for k, block in blocks.items()
+                        ]
+                    )
+            for name, adapter in adapters.items():
+                missing = [t.name for t in (source, target) if adapter.library_dtype(t) is None]
+                if adapter.library_dtype(source) is not None and _ways(adapter, target):
+                    missing = []  # held packed only (torch's FLOAT4E2M1): checked so
+                if missing:
+                    cells[(source.name, target.name, name)] = Cell(
+                        CellStatus.NOT_REPRESENTABLE,
+                        reason=f"{name} cannot hold {' or '.join(dict.fromkeys(missing))}",
+                    )
+                    continue
+                cells[(source.name, target.name, name)] = _run_cell(
+                    adapter,
+                    on_backend[name],
+                    inputs,
+                    source,
+                    target,
+                    pair_checks,
+                    expected,
+                    limit,
+                    tick,
+                )
+    return cells
+
+
+#: In a worker process: where it reports each check done (set by :func:`_start_worker`).
+_WORKER_TICKS: Any = None
+
+
+def _start_worker(ticks: Any, jax_x64: bool | None) -> None:
+    """A spawned worker's set-up: the parent's queue for progress, and JAX's x64 setting."""
+    global _WORKER_TICKS
+    _WORKER_TICKS = ticks
+    if jax_x64 is not None:
+        import jax
+
+        jax.config.update("jax_enable_x64", jax_x64)
+
+
+def _worker_cells(
+    setting: _Setting, source_names: list[str], target_names: list[str]
+) -> dict[tuple[str, str, str], Cell]:
+    """A worker's part of the run: the cells of its source types (types travel by name)."""
+    ticks = _WORKER_TICKS
+    pending = 0
+
+    def tick() -> None:
+        # In batches: one message per check would cost more than many checks.
+        nonlocal pending
+        pending += 1
+        if pending >= 16:
+            ticks.put(pending)
+            pending = 0
+
+    sources = [TYPES[OnnxType[n]] for n in source_names]
+    targets = [TYPES[OnnxType[n]] for n in target_names]
+    try:
+        return _cells_of(setting, sources, targets, tick)
+    finally:
+        if pending:
+            ticks.put(pending)
+
+
+def _cells_in_workers(
+    setting: _Setting,
+    groups: list[list[TypeSpec]],
+    targets: Sequence[TypeSpec],
+    tick: Callable[[int], None],
+) -> dict[tuple[str, str, str], Cell]:
+    """The cells of every group of sources, each group in a spawned worker process (never
+    forked: the parent may hold JAX's or torch's threads), with their progress passed on."""
+    import multiprocessing
+    import queue
+    from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
+
+    context = multiprocessing.get_context("spawn")
+    ticks = context.Queue()
+
+    def drain() -> None:
+        while True:
+            try:
+                tick(ticks.get_nowait())
+            except queue.Empty:
+                return
+
+    target_names = [t.name for t in targets]
+    cells: dict[tuple[str, str, str], Cell] = {}
+    with ProcessPoolExecutor(
+        len(groups),
+        mp_context=context,
+        initializer=_start_worker,
+        initargs=(ticks, setting.jax_x64),
+    ) as pool:
+        futures = [
+            pool.submit(_worker_cells, setting, [s.name for s in g], target_names) for g in groups
+        ]
+        pending = set(futures)
+        while pending:
+            _, pending = wait(pending, timeout=0.2, return_when=FIRST_EXCEPTION)
+            drain()
+            for future in futures:
+                if future.done() and future.exception() is not None:
+                    for other in pending:
+                        other.cancel()
+                    raise RuntimeError(
+                        "castlike parity: a worker process failed (run it in one process, "
+                        "processes=1 or --jobs 1, to see where)"
+                    ) from future.exception()
+        for future in futures:
+            cells.update(future.result())
+    drain()
+    return cells
+
+
 def run_parity(
     backends: Sequence[str] | None = None,
     *,
@@ -351,6 +552,7 @@ def run_parity(
     targets: Sequence[TypeSpec] | None = None,
     cache_dir: Path | None = None,
     workers: int | None = None,
+    processes: int = 1,
     limit: int = 5,
     oracle_progress: Callable[[int, int], None] | None = None,
     progress: Callable[[int, int], None] | None = None,
@@ -372,6 +574,12 @@ def run_parity(
         Oracle cache (default ``default_cache_dir() / "oracle"``).
     workers : int, optional
         Processes computing missing oracle answers (default: every core).
+    processes : int
+        Processes casting on the backends.  1 (the default) casts in this process; more split
+        the source types among spawned worker processes, each of which imports the backends
+        anew (with JAX's ``jax_enable_x64`` as it is here; a worker sees the environment and
+        castlike's defaults, not other settings made in this process).  Only the built-in
+        backends run so; with a backend registered at run time everything runs here.
     limit : int
         Differing elements listed per mismatch.
     oracle_progress, progress : callable, optional
@@ -421,55 +629,23 @@ def run_parity(
     )
     done = 0
 
-    def tick() -> None:
+    def tick(n: int = 1) -> None:
         nonlocal done
-        done += 1
+        done += n
         if progress is not None:
             progress(done, total)
 
-    for source in sources:
-        blocks = {k: inputs_for(source, k) for k in keys[source.name]}
-        inputs = np.concatenate(list(blocks.values()))
-        on_backend = {
-            name: a.from_numpy(inputs)
-            for name, a in adapters.items()
-            if a.library_dtype(source) is not None
-        }
-        for target in targets:
-            pair_checks = checks[(source.name, target.name)]
-            expected: dict[Mode, np.ndarray] = {}
-            for check in pair_checks:
-                canonical = canonical_mode(check.mode, source, target)
-                if canonical not in expected:
-                    expected[canonical] = np.concatenate(
-                        [
-                            oracle_bits(
-                                source, target, check.mode, block, cache_dir=cache, cache_key=k
-                            )
-                            for k, block in blocks.items()
-                        ]
-                    )
-            for name, adapter in adapters.items():
-                missing = [t.name for t in (source, target) if adapter.library_dtype(t) is None]
-                if adapter.library_dtype(source) is not None and _ways(adapter, target):
-                    missing = []  # held packed only (torch's FLOAT4E2M1): checked so
-                if missing:
-                    report.cells[(source.name, target.name, name)] = Cell(
-                        CellStatus.NOT_REPRESENTABLE,
-                        reason=f"{name} cannot hold {' or '.join(dict.fromkeys(missing))}",
-                    )
-                    continue
-                report.cells[(source.name, target.name, name)] = _run_cell(
-                    adapter,
-                    on_backend[name],
-                    inputs,
-                    source,
-                    target,
-                    pair_checks,
-                    expected,
-                    limit,
-                    tick,
-                )
+    setting = _Setting(names, exhaustive, seed, n_random, cache, limit, _jax_x64(names))
+    groups = _source_groups(sources, targets, keys, checks, processes or 1)
+    if len(groups) > 1 and all(name in _BUILTIN for name in names):
+        found = _cells_in_workers(setting, groups, targets, tick)
+    else:
+        found = _cells_of(setting, sources, targets, tick)
+    # The report's cells in the order a sequential run finds them (its JSON lists them so).
+    order = {pair: i for i, pair in enumerate((s.name, t.name) for s in sources for t in targets)}
+    report.cells = dict(
+        sorted(found.items(), key=lambda kv: (order[kv[0][:2]], names.index(kv[0][2])))
+    )
     if "jax" in adapters:
         from .backends.jax import x64_enabled
 

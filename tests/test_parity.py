@@ -104,6 +104,33 @@ def _broken_pair(backend: str) -> tuple[TypeSpec, TypeSpec]:
     return TYPES[_T.DOUBLE], TYPES[_T.FLOAT]
 
 
+def test_worker_processes_give_the_same_report(oracle_cache: Path) -> None:
+    """``processes=2`` splits the source types between two spawned workers: the same cells, in
+    the same order, and the progress reaches the total."""
+    names = [OnnxType.INT4, OnnxType.FLOAT8E4M3FN, OnnxType.FLOAT16, OnnxType.FLOAT]
+    sources = [TYPES[n] for n in names]
+    targets = [TYPES[n] for n in (OnnxType.FLOAT8E5M2, OnnxType.INT8, OnnxType.FLOAT16)]
+    reports = {}
+    for processes in (1, 2):
+        seen: list[tuple[int, int]] = []
+        reports[processes] = run_parity(
+            ["numpy"],
+            sources=sources,
+            targets=targets,
+            cache_dir=oracle_cache,
+            n_random=256,
+            processes=processes,
+            progress=lambda done, total, seen=seen: seen.append((done, total)),
+        )
+        assert seen and seen[-1][0] == seen[-1][1]
+    one, two = (reports[p].to_json() for p in (1, 2))
+    for data in (one, two):
+        del data["seconds"], data["oracle_seconds"]
+    assert one == two
+    assert list(reports[1].cells) == list(reports[2].cells)
+    assert reports[2].ok
+
+
 @pytest.fixture
 def broken_backend(
     backend: str, monkeypatch: pytest.MonkeyPatch

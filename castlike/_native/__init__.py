@@ -121,11 +121,15 @@ def _threads_from_environment() -> int:
                 "(or leave it unset for the cores this process may run on)"
             )
         return value
+    return max(1, min(usable_cores(), MAX_THREADS))
+
+
+def usable_cores() -> int:
+    """The cores this process may run on: its CPU affinity where the platform has one."""
     try:
-        cores = len(os.sched_getaffinity(0))
+        return len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
-        cores = os.cpu_count() or 1
-    return max(1, min(cores, MAX_THREADS))
+        return os.cpu_count() or 1
 
 
 def _pool() -> ModuleType | None:

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .._native import usable_cores
 from ..parity import Cell, CellStatus, ParityReport, available_backends, run_parity
 from ._common import (
     backend_headers,
@@ -21,6 +22,10 @@ from ._common import (
 from ._table import is_terminal, print_table
 
 __all__ = ["register", "run"]
+
+#: The most processes casting on the backends by default: each imports every backend (torch
+#: and JAX together take about 0.5 GB), and the run is split by source type.
+CAST_PROCESSES = 4
 
 HELP = "check that every backend gives the oracle's bits for every pair and mode"
 DESCRIPTION = """\
@@ -66,7 +71,11 @@ def register(subparsers: Any) -> None:
         help="oracle cache (default $CASTLIKE_CACHE/oracle or ~/.cache/castlike/oracle)",
     )
     p.add_argument(
-        "--jobs", type=int, metavar="N", help="processes filling the oracle cache (default: all)"
+        "--jobs",
+        type=int,
+        metavar="N",
+        help="processes filling the oracle cache (default: all cores) and casting on the "
+        f"backends (default: the cores, at most {CAST_PROCESSES}: each imports every backend)",
     )
     p.add_argument(
         "--full", action="store_true", help="print every pair, not one row per source type"
@@ -190,6 +199,7 @@ def _run_with_progress(
             targets=targets,
             cache_dir=args.cache_dir,
             workers=args.jobs,
+            processes=args.jobs or min(CAST_PROCESSES, usable_cores()),
             oracle_progress=on_oracle,
             progress=on_backend,
         )
