@@ -25,6 +25,7 @@ from setuptools.command.build_ext import build_ext
 SRC = "castlike/_native/src"
 HEADERS = (
     "kernels",
+    "byte_float",
     "simd_pack",
     "small_float",
     "float_to_int",

@@ -9,17 +9,28 @@ most one code, half the table and a fix-up.  Each of those choices is checked he
 NumPy's ``table[x & mask]``: every mask width and odd masks, tables that fold with no, one or
 two exceptions, every tail length and misaligned buffers, and an output large enough for the
 streamed stores.
+
+The AVX2 build computes a float source's FLOAT, FLOAT16 and BFLOAT16 results instead, where the
+format's arithmetic gives the spec's table but for at most two codes (byte_float.hpp); every
+other table keeps the scalar gather.  The tests below give every float source and target the
+spec's tables (every code, enough elements for the arithmetic to run), and tables the
+arithmetic cannot give: changed in one, two (a sign pair or not) and three codes, and a run of
+equal entries at the top of the magnitudes (as the NaNs are), with and without its sign pair.
 """
 
 from __future__ import annotations
 
 import importlib
 from types import ModuleType
+from typing import Any
 
 import numpy as np
 import pytest
 
 from castlike import _native
+from castlike._native import routes
+from castlike.spec.rules import Mode
+from castlike.spec.types import TYPES, OnnxType, TypeSpec
 
 LEVELS = _native.available_levels()
 pytestmark = [
@@ -110,3 +121,163 @@ def test_threads_give_the_same_bits(level_module: ModuleType) -> None:
     kernel(x, two, 2)
     assert np.array_equal(one, table[x])
     assert np.array_equal(one, two)
+
+
+#: The one-byte float sources and their float targets of 16 and 32 bits.
+BYTE_FLOATS = [t.name for t in TYPES.values() if t.is_float and t.storage_bits == 8]
+WIDE_FLOATS = {"FLOAT": np.uint32, "FLOAT16": np.uint16, "BFLOAT16": np.uint16}
+
+
+def _params(source: TypeSpec, target: TypeSpec) -> dict[str, Any]:
+    """The kernel parameters routes gives a cast."""
+    found = routes.route(source, target, Mode())
+    assert found is not None
+    return found[1]
+
+
+def _format_kernel(
+    level_module: ModuleType, source: TypeSpec, table: np.ndarray
+) -> tuple[object, int]:
+    """A ``gather`` kernel with a float source's format constants, as routes gives them, and
+    ``table``; and its mask."""
+    params = _params(source, TYPES[OnnxType.FLOAT])
+    assert "sign_mask" in params, "routes gives the format of a one-byte float source"
+    width = "u32" if table.dtype == np.uint32 else "u16"
+    params = {**params, "table": table}
+    return level_module.Kernel(f"gather:u8:{width}", **params), params["mask"]
+
+
+def _many_codes(mask: int) -> np.ndarray:
+    """Every code a few times, shuffled: more elements than the arithmetic needs to run."""
+    x = np.tile(np.arange(256, dtype=np.uint8), 40)
+    np.random.default_rng(mask).shuffle(x)
+    return x
+
+
+@pytest.mark.parametrize("target", list(WIDE_FLOATS))
+@pytest.mark.parametrize("source", BYTE_FLOATS)
+def test_float_sources_give_the_spec_table(
+    source: str, target: str, level_module: ModuleType
+) -> None:
+    """The spec's kernel for the cast (whatever the level computes it by): the table's bits
+    for every code, every tail, misaligned."""
+    s, t = TYPES[OnnxType[source]], TYPES[OnnxType[target]]
+    params = _params(s, t)
+    table, mask = params["table"], params["mask"]
+    kernel = routes.kernel_for(level_module, s, t, Mode())
+    x = _many_codes(mask)
+    for k, n in ((0, x.size), (1, x.size - 1), (3, 1500), (5, 1024 + 17)):
+        out = np.empty(n + 8, WIDE_FLOATS[target])[k : k + n]
+        _check(kernel, table, mask, x[:n], out)
+
+
+#: Codes whose entries the test changes: FLOAT4E2M1 has no exception of its own, so one change
+#: is one exception, two (a sign pair or not) two, three the gather; FLOAT8E4M3FN's NaNs are the
+#: top run (one comparison) and one change adds an exception, FLOAT8E8M0's 2**-127 is an
+#: exception and one more change makes two.
+CHANGES = [
+    ("FLOAT4E2M1", [0x1]),
+    ("FLOAT4E2M1", [0x2, 0xA]),
+    ("FLOAT4E2M1", [0x5, 0x3]),
+    ("FLOAT4E2M1", [0x3, 0x4, 0x6]),
+    ("FLOAT8E4M3FN", [0x01]),
+    ("FLOAT8E8M0", [0x80]),
+]
+
+
+@pytest.mark.parametrize("target", list(WIDE_FLOATS))
+@pytest.mark.parametrize(("source", "changed"), CHANGES, ids=str)
+def test_tables_the_arithmetic_does_not_give(
+    source: str, target: str, changed: list[int], level_module: ModuleType
+) -> None:
+    """The spec's table with entries changed: every result is still the table's, whether the
+    steps copy the changed entries (up to two) or leave the table to the gather."""
+    s, t = TYPES[OnnxType[source]], TYPES[OnnxType[target]]
+    table = np.array(_params(s, t)["table"], copy=True)
+    for code in changed:
+        table[code] ^= 0x5A
+    kernel, mask = _format_kernel(level_module, s, table)
+    _check(kernel, table, mask, _many_codes(mask), np.empty(256 * 40, table.dtype))
+
+
+@pytest.mark.parametrize("width", ["u16", "u32"])
+def test_other_tables_with_a_float_format(width: str, level_module: ModuleType) -> None:
+    """An integer target's table and a random one, with a float source's format constants:
+    the arithmetic gives neither, so the gather reads them."""
+    s = TYPES[OnnxType.FLOAT8E4M3FN]
+    integer = _params(s, TYPES[OnnxType.INT16 if width == "u16" else OnnxType.INT32])["table"]
+    for table in (np.asarray(integer), _table(width, 256, seed=21)):
+        kernel, mask = _format_kernel(level_module, s, table.view(WIDTHS[width]))
+        _check(
+            kernel,
+            table.view(WIDTHS[width]),
+            mask,
+            _many_codes(mask),
+            np.empty(10240, WIDTHS[width]),
+        )
+
+
+def test_bad_format_constants_keep_the_gather(level_module: ModuleType) -> None:
+    """Constants outside what the steps define (a sign bit that is not one bit, above the mask,
+    mantissa bits beyond 7, an exponent whose rebias leaves FLOAT's range) never reach them:
+    the table is read."""
+    s = TYPES[OnnxType.FLOAT8E4M3FN]
+    params = _params(s, TYPES[OnnxType.FLOAT])
+    for bad in (
+        {"sign_mask": 0xC0},
+        {"sign_mask": 0x100},
+        {"mantissa_bits": 9},
+        {"min_exponent": 200},
+        {"min_exponent": -300},
+    ):
+        kernel = level_module.Kernel("gather:u8:u32", **{**params, **bad})
+        _check(
+            kernel, np.asarray(params["table"]), 0xFF, _many_codes(0xFF), np.empty(10240, np.uint32)
+        )
+
+
+@pytest.mark.parametrize("target", list(WIDE_FLOATS))
+@pytest.mark.parametrize("negative_differs", [False, True])
+def test_a_run_of_equal_entries_at_the_top(
+    target: str, negative_differs: bool, level_module: ModuleType
+) -> None:
+    """FLOAT4E2M1's two highest magnitudes given one entry (and its negative twin the same with
+    the sign set): the steps compare the magnitude once.  With one negative entry different,
+    that code is an exception besides."""
+    s = TYPES[OnnxType.FLOAT4E2M1]
+    table = np.array(_params(s, TYPES[OnnxType[target]])["table"], copy=True)
+    sign = np.array(0x80000000 if table.dtype == np.uint32 else 0x8000, table.dtype)
+    table[0x6] = table[0x7] = table[0x7] ^ 0x5A
+    table[0xE] = table[0xF] = table[0x7] | sign
+    if negative_differs:
+        table[0xE] ^= 0x3
+    kernel, mask = _format_kernel(level_module, s, table)
+    _check(kernel, table, mask, _many_codes(mask), np.empty(256 * 40, table.dtype))
+
+
+@pytest.mark.parametrize("rounding", [0, 1, 2, 3])
+def test_float_sources_in_a_hostile_environment(rounding: int, level_module: ModuleType) -> None:
+    """The caller's FTZ/DAZ and rounding mode change nothing.  The arithmetic's products and
+    their operands are normal FLOATs and its FLOAT16 conversion names its rounding, so neither
+    should depend on the environment (and the kernels run in their own); this holds it so."""
+    x = _many_codes(0xFF)
+    cases = []
+    for source in ("FLOAT8E4M3FN", "FLOAT8E5M2FNUZ", "FLOAT4E2M1"):
+        for target, dtype in WIDE_FLOATS.items():
+            s, t = TYPES[OnnxType[source]], TYPES[OnnxType[target]]
+            params = _params(s, t)
+            cases.append((routes.kernel_for(level_module, s, t, Mode()), params, dtype))
+    try:
+        saved = level_module._set_fp_environment(True, rounding)
+    except NotImplementedError:
+        pytest.skip("no floating-point control word on this architecture")
+    try:
+        outs = []
+        for kernel, _, dtype in cases:
+            out = np.empty(x.size, dtype)
+            kernel(x, out, 1)
+            outs.append(out)
+    finally:
+        level_module._restore_fp_environment(saved)
+    for (_, params, _), out in zip(cases, outs, strict=True):
+        assert np.array_equal(out, np.asarray(params["table"])[x & params["mask"]])

@@ -97,7 +97,17 @@ def route(source: TypeSpec, target: TypeSpec, mode: Mode) -> tuple[str, dict[str
         # Every pattern of the source, cast once by the spec's table: one gather.
         table = pattern_table(source, target, r.mode)
         mask = (1 << source.bits) - 1
-        return f"gather:{_storage(source)}:{_storage(target)}", {"table": table, "mask": mask}
+        params: dict[str, Any] = {"table": table, "mask": mask}
+        if source.is_float and source.storage_bits == 8:
+            # The format, from which the AVX2 build computes FLOAT, FLOAT16 and BFLOAT16
+            # results where that gives this table (castlike/_native/src/byte_float.hpp): the
+            # exponent of the code 1 << mantissa_bits (the smallest normal, but FLOAT8E8M0's
+            # 2**-126), the mantissa bits and the sign bit (0: none).
+            fmt = source.fmt
+            params.update(
+                mantissa_bits=fmt.mantissa_bits, min_exponent=1 - fmt.bias, sign_mask=fmt.sign_mask
+            )
+        return f"gather:{_storage(source)}:{_storage(target)}", params
     if r.family is Family.SMALL_FLOAT and source.is_integer and source.storage_bits == 8:
         # INT8/UINT8 into the small floats: the spec's table of the 256 bytes, which the kernels
         # read from vector registers, instead of the FLOAT class gather after a rounding to odd

@@ -7,9 +7,10 @@
 //   bits 4 to 7 pick the piece.
 // * 16- and 32-bit results (AVX-512): one two-register permutation (vpermt2w, vpermt2d) reads 64
 //   entries of 16 bits or 32 of 32 bits by the index's low 6 or 5 bits; a table of 256 entries
-//   takes 4 or 8 of them, and masked blends on the higher bits pick the right one.  The AVX2
-//   build keeps the scalar gather there: its permutation reads 8 entries, 32 of them for a
-//   float8 table.
+//   takes 4 or 8 of them, and masked blends on the higher bits pick the right one.  AVX2's
+//   permutation reads 8 entries, 32 of them for a float8 table: there a float source's FLOAT,
+//   FLOAT16 and BFLOAT16 results are computed instead (byte_float.hpp), and other tables keep
+//   the scalar gather.
 //
 // The table is the spec's, as for the scalar gather: entry i of the registers is table[i & mask],
 // so the raw byte is the index and every mask (0x0F for FLOAT4E2M1, 0x3F for FLOAT6, 0xFF for
@@ -23,6 +24,7 @@
 // 6.0 -> 4.1 ms, the copy's 4.1, and FLOAT8E5M2 -> BFLOAT16 3.1 -> 0.8.
 #pragma once
 
+#include "byte_float.hpp"
 #include "kernels.hpp"
 #include "simd_pack.hpp"
 
@@ -280,7 +282,9 @@ inline void shuffle_lookup(const uint8_t* table, uint32_t mask, const uint8_t* s
 #endif
 
 //: Gather<uint8_t, Out>: the registers' lookup where the build has one (8-bit results with
-//: AVX-512 or AVX2, 16- and 32-bit results with AVX-512), else the scalar gather.
+//: AVX-512 or AVX2, 16- and 32-bit results with AVX-512), with AVX2 a float source's 16- and
+//: 32-bit float results by arithmetic where it gives the table (byte_float.hpp), else the
+//: scalar gather.
 template <class Out>
 void map_byte_table(const void* in, void* out, size_t begin, size_t end, const Params& p) {
   const Gather<uint8_t, Out> op(p);
@@ -295,6 +299,8 @@ void map_byte_table(const void* in, void* out, size_t begin, size_t end, const P
 #if defined(CASTLIKE_PACK_AVX512)
     table_lookup<Out>(op.table, op.mask, src, dst, end - begin);
     return;
+#elif defined(CASTLIKE_PACK_AVX2)
+    if (byte_float_lookup<Out>(op.table, p, src, dst, end - begin)) return;
 #endif
   }
   for (size_t i = 0; i < end - begin; ++i) dst[i] = op.table[op.index(src[i])];
