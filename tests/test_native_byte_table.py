@@ -160,13 +160,23 @@ def test_float_sources_give_the_spec_table(
     source: str, target: str, level_module: ModuleType
 ) -> None:
     """The spec's kernel for the cast (whatever the level computes it by): the table's bits
-    for every code, every tail, misaligned."""
+    for every code, every tail, misaligned, and around the 64 elements below which the gather
+    runs."""
     s, t = TYPES[OnnxType[source]], TYPES[OnnxType[target]]
     params = _params(s, t)
     table, mask = params["table"], params["mask"]
     kernel = routes.kernel_for(level_module, s, t, Mode())
     x = _many_codes(mask)
-    for k, n in ((0, x.size), (1, x.size - 1), (3, 1500), (5, 1024 + 17)):
+    for k, n in (
+        (0, x.size),
+        (1, x.size - 1),
+        (3, 1500),
+        (5, 1041),
+        (2, 63),
+        (3, 64),
+        (1, 65),
+        (0, 100),
+    ):
         out = np.empty(n + 8, WIDE_FLOATS[target])[k : k + n]
         _check(kernel, table, mask, x[:n], out)
 

@@ -29,11 +29,11 @@
 // widened by vcvtph2ps (slow on FLOAT16's subnormals and NaNs).
 //
 // The constants come from the spec's format (castlike._native.routes passes mantissa_bits,
-// min_exponent and sign_mask), and the table stays the rule: `find_byte_float` evaluates the
-// scalar model of these steps (the same operations on one lane) for every code, and the kernel
-// takes the arithmetic only where it gives every entry but at most two, which the steps then
-// copy from the table.  Any other table (an integer target, a random one in the tests) keeps
-// the scalar gather.
+// min_exponent and sign_mask), and the table stays the rule: when the kernel is made,
+// `find_byte_float` evaluates the scalar model of these steps (the same operations on one lane)
+// for every code, and the kernel takes the arithmetic only where it gives every entry but at
+// most two, which the steps then copy from the table.  Any other table (an integer target, a
+// random one in the tests) keeps the scalar gather.
 #pragma once
 
 #include "kernels.hpp"
@@ -367,19 +367,34 @@ void byte_half_steps(const ByteFloat& f, const uint16_t* table, const uint8_t* s
   end_stream(r.stream);
 }
 
-//: Elements [0, n) of `table`'s cast by the arithmetic, if it gives the table (true), else
-//: nothing (false).  Below `kByteFloatFrom` elements the check of every code would cost more
-//: than it saves.
-constexpr size_t kByteFloatFrom = 1024;
+//: Works out, once per kernel, whether `p`'s table is a float source's arithmetic, and keeps
+//: the answer in p.preparation (module.cpp calls this when it makes the kernel: the check of
+//: every code cost about 0.35 us, more than the gather of a few thousand elements).
+static_assert(sizeof(ByteFloat) <= sizeof(Params::preparation), "the arithmetic fits Params");
+static_assert(std::is_trivially_copyable_v<ByteFloat>, "kept as bytes");
 
+template <class Out>
+void prepare_byte_float(Params& p) {
+  ByteFloat f;
+  if (!find_byte_float(static_cast<const Out*>(p.table), p, &f)) return;
+  // Three comparisons an 8-lane step (FLOAT8E5M2 -> FLOAT: its NaNs and both Infs) measured no
+  // faster than the gather; 16 lanes a step still gain.
+  if (sizeof(Out) == 4 && f.top && f.exceptions == 2) return;
+  std::memcpy(p.preparation, &f, sizeof f);
+  p.prepared = true;
+}
+
+//: Below this many elements the gather runs: the steps' constants cost more than they save.
+constexpr size_t kByteFloatFrom = 64;
+
+//: Elements [0, n) of `table`'s cast by the arithmetic where the kernel's preparation found it
+//: (true), else nothing (false).
 template <class Out>
 bool byte_float_lookup(const Out* table, const Params& p, const uint8_t* src, Out* dst,
                        size_t n) {
+  if (!p.prepared || n < kByteFloatFrom) return false;
   ByteFloat f;
-  if (n < kByteFloatFrom || !find_byte_float(table, p, &f)) return false;
-  // Three comparisons an 8-lane step (FLOAT8E5M2 -> FLOAT: its NaNs and both Infs) measured no
-  // faster than the gather; 16 lanes a step still gain.
-  if (sizeof(Out) == 4 && f.top && f.exceptions == 2) return false;
+  std::memcpy(&f, p.preparation, sizeof f);
   if constexpr (sizeof(Out) == 2) {
     if (f.direct) {
       if (f.top) {

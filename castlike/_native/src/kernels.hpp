@@ -65,6 +65,12 @@ struct Params {
   int sign_mask = -1;
   int zero_results[2] = {-1, -1};
   int cap_results[2] = {-1, -1};
+  // What a family works out once, when the kernel is made, instead of on every call
+  // (Prepare<Op> in module.cpp): byte_float.hpp's arithmetic for a table and whether it gives
+  // it.  Bytes, because what is prepared differs between the builds; `prepared` says whether
+  // they hold anything.
+  bool prepared = false;
+  alignas(16) unsigned char preparation[192] = {};
 };
 
 template <class To, class From>

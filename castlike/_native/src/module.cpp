@@ -302,6 +302,23 @@ struct Check<SmallFloat<Source, Flags>> {
 
 using CheckFn = bool (*)(const Params&, const Given&, Why&);
 
+//: What a family works out once per kernel, after its checks passed and its table was copied
+//: (Params::preparation): nothing, but for the families that specialise this.
+using PrepareFn = void (*)(Params&);
+template <class Op>
+struct Prepare {
+  static void run(Params&) {}
+};
+#if defined(CASTLIKE_PACK_AVX2)
+//: AVX2: whether a one-byte float source's table is its arithmetic (byte_float.hpp).
+template <class Out>
+struct Prepare<Gather<uint8_t, Out>> {
+  static void run(Params& p) {
+    if constexpr (sizeof(Out) == 2 || sizeof(Out) == 4) prepare_byte_float<Out>(p);
+  }
+};
+#endif
+
 struct Entry {
   const char* name;
   KernelFn fn;
@@ -311,6 +328,7 @@ struct Entry {
   int in_align;
   int out_align;
   int variants;
+  PrepareFn prepare;
 };
 
 //: The family whose checks a kernel's constants take: its own, or for a FLOAT family run
@@ -337,7 +355,8 @@ constexpr Entry entry(const char* name) {
                int(sizeof(Out)),
                int(alignof(In)),
                int(alignof(Out)),
-               int(1 + sizeof...(Ops))};
+               int(1 + sizeof...(Ops)),
+               &Prepare<Op>::run};
 }
 
 //: Every family that takes an integer source, for the integer type I named `k` (BOOL to the
@@ -672,6 +691,7 @@ PyObject* kernel_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
     if (copy == nullptr) return PyErr_NoMemory();
     p.table = copy;
   }
+  e->prepare(p);
   auto* k = reinterpret_cast<KernelObject*>(type->tp_alloc(type, 0));
   if (k == nullptr) {
     PyMem_RawFree(copy);
