@@ -69,8 +69,8 @@ struct ByteFloat {
   bool top = false;
   uint32_t top_from = 0;
   uint32_t top_bits = 0;
-  // FLOAT16 and BFLOAT16 results straight in 16-bit lanes (Half16), where that gives the table:
-  // a normal code's bits shifted to the result's places and rebiased, a subnormal code's
+  // FLOAT16 and BFLOAT16 results straight in 16-bit lanes (HalfLanes), where that gives the
+  // table: a normal code's bits shifted to the result's places and rebiased, a subnormal code's
   // result read by a byte shuffle from `subnormal` (2**mantissa_bits entries, at most 8).
   bool direct = false;
   int shift16 = 0;
@@ -297,8 +297,9 @@ void byte_float_steps(const ByteFloat& f, const Out* table, const uint8_t* src, 
       } else {
         // The in-lane pack interleaves the halves' 4-element groups; one permutation of 64-bit
         // groups restores their order.
-        const __m256i packed = _mm256_packus_epi32(_mm256_srli_epi32(_mm256_castps_si256(low), 16),
-                                                   _mm256_srli_epi32(_mm256_castps_si256(high), 16));
+        const __m256i low_halves = _mm256_srli_epi32(_mm256_castps_si256(low), 16);
+        const __m256i high_halves = _mm256_srli_epi32(_mm256_castps_si256(high), 16);
+        const __m256i packed = _mm256_packus_epi32(low_halves, high_halves);
         result = _mm256_permute4x64_epi64(packed, 0xD8);
       }
       result = with_exceptions<Out>(f, result, _mm256_cvtepu8_epi16(bytes));
