@@ -381,16 +381,17 @@ def _source_groups(
     if processes <= 1 or len(sources) <= 1:
         return [list(sources)]
 
-    def work(source: TypeSpec) -> int:
-        inputs = sum(inputs_for(source, k).size for k in keys[source.name])
-        return inputs * sum(len(checks[(source.name, t.name)]) for t in targets)
-
+    work = {
+        s.name: sum(inputs_for(s, k).size for k in keys[s.name])
+        * sum(len(checks[(s.name, t.name)]) for t in targets)
+        for s in sources
+    }
     groups: list[list[TypeSpec]] = [[] for _ in range(min(processes, len(sources)))]
     loads = [0] * len(groups)
-    for source in sorted(sources, key=work, reverse=True):
+    for source in sorted(sources, key=lambda s: work[s.name], reverse=True):
         least = loads.index(min(loads))
         groups[least].append(source)
-        loads[least] += work(source)
+        loads[least] += work[source.name]
     return [g for g in groups if g]
 
 
@@ -646,13 +647,10 @@ def run_parity(
     report.cells = dict(
         sorted(found.items(), key=lambda kv: (order[kv[0][:2]], names.index(kv[0][2])))
     )
-    if "jax" in adapters:
-        from .backends.jax import x64_enabled
-
-        if not x64_enabled():
-            report.notes.append(
-                "JAX ran without jax_enable_x64: DOUBLE, INT64 and UINT64 are not "
-                "representable there (set JAX_ENABLE_X64=1 to include them)"
-            )
+    if setting.jax_x64 is False:
+        report.notes.append(
+            "JAX ran without jax_enable_x64: DOUBLE, INT64 and UINT64 are not "
+            "representable there (set JAX_ENABLE_X64=1 to include them)"
+        )
     report.seconds = time.perf_counter() - started
     return report
