@@ -266,26 +266,41 @@ inline __m256i float32_nearest8(const uint64_t* p) {
 #endif
 
 #if defined(CASTLIKE_PACK_AVX2)
-//: DOUBLE -> FLOAT bits, truncated by the conversion (the caller has set MXCSR to round toward
-//: zero around this call: a separate function, so that no conversion moves across that) with
-//: the last bit set where the value came back different; 8 at a time, returns how many done.
+//: 8 DOUBLEs -> their FLOAT bits rounded to odd (see float32_odd_block), in a register, for
+//: code that runs while MXCSR rounds toward zero (AVX2 cannot name the rounding in the
+//: instruction): the conversion truncates, and the last bit is set where the value came back
+//: different.
+inline __m256i float32_odd8_toward_zero(const uint64_t* p) {
+  const __m256d x0 = _mm256_loadu_pd(reinterpret_cast<const double*>(p));
+  const __m256d x1 = _mm256_loadu_pd(reinterpret_cast<const double*>(p + 4));
+  const __m128 t0 = _mm256_cvtpd_ps(x0), t1 = _mm256_cvtpd_ps(x1);
+  const __m256 inexact0 = _mm256_castpd_ps(_mm256_cmp_pd(_mm256_cvtps_pd(t0), x0, _CMP_NEQ_UQ));
+  const __m256 inexact1 = _mm256_castpd_ps(_mm256_cmp_pd(_mm256_cvtps_pd(t1), x1, _CMP_NEQ_UQ));
+  // One 32-bit half of each 64-bit mask, in element order: picked within the 128-bit lanes
+  // (x0's two, then x1's two), then the 64-bit groups put in order.
+  const __m256i inexact = _mm256_permute4x64_epi64(
+      _mm256_castps_si256(_mm256_shuffle_ps(inexact0, inexact1, _MM_SHUFFLE(2, 0, 2, 0))), 0xD8);
+  const __m256i truncated = _mm256_castps_si256(_mm256_set_m128(t1, t0));
+  return _mm256_or_si256(truncated, _mm256_srli_epi32(inexact, 31));
+}
+
+//: MXCSR set to round toward zero around a call of `steps` (which float32_odd8_toward_zero
+//: needs), and restored after it.  `steps` must be a function of its own that is not inlined
+//: (noinline), so that no conversion moves across the change of MXCSR.
+template <class Steps>
+inline void toward_zero_around(const Steps& steps) {
+  const unsigned int csr = _mm_getcsr();
+  _mm_setcsr((csr & ~0x6000u) | 0x6000u);  // rounding control: toward zero
+  steps();
+  _mm_setcsr(csr);
+}
+
+//: float32_odd8_toward_zero over a block, 8 at a time; returns how many were done.
 __attribute__((noinline)) inline size_t float32_odd_steps_toward_zero(const uint64_t* src,
                                                                       uint32_t* dst, size_t m) {
-  const __m256i pairs = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
   size_t j = 0;
   for (; j + 8 <= m; j += 8) {
-    const __m256d x0 = _mm256_loadu_pd(reinterpret_cast<const double*>(src + j));
-    const __m256d x1 = _mm256_loadu_pd(reinterpret_cast<const double*>(src + j + 4));
-    const __m128 t0 = _mm256_cvtpd_ps(x0), t1 = _mm256_cvtpd_ps(x1);
-    const __m256i inexact0 = _mm256_castpd_si256(_mm256_cmp_pd(_mm256_cvtps_pd(t0), x0, _CMP_NEQ_UQ));
-    const __m256i inexact1 = _mm256_castpd_si256(_mm256_cmp_pd(_mm256_cvtps_pd(t1), x1, _CMP_NEQ_UQ));
-    // 0 or 1 per element: x0's in the even 32-bit halves, x1's in the odd ones, then in order.
-    const __m256i bits = _mm256_permutevar8x32_epi32(
-        _mm256_blend_epi32(_mm256_srli_epi64(inexact0, 63),
-                           _mm256_slli_epi64(_mm256_srli_epi64(inexact1, 63), 32), 0xAA),
-        pairs);
-    const __m256i truncated = _mm256_castps_si256(_mm256_set_m128(t1, t0));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + j), _mm256_or_si256(truncated, bits));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + j), float32_odd8_toward_zero(src + j));
   }
   return j;
 }
@@ -307,10 +322,7 @@ inline void float32_odd_block(const uint64_t* src, uint32_t* dst, size_t m) {
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + j), float32_odd8(src + j));
   }
 #elif defined(CASTLIKE_PACK_AVX2)
-  const unsigned int csr = _mm_getcsr();
-  _mm_setcsr((csr & ~0x6000u) | 0x6000u);  // rounding control: toward zero
-  j = float32_odd_steps_toward_zero(src, dst, m);
-  _mm_setcsr(csr);
+  toward_zero_around([&] { j = float32_odd_steps_toward_zero(src, dst, m); });
 #endif
   for (; j < m; ++j) dst[j] = float32_odd_bits(bit_cast<double>(src[j]));
 }
