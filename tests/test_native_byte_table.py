@@ -1,5 +1,5 @@
-"""The one-byte table kernels (``gather:u8:u8``, ``gather:u8:u16``, ``gather:u8:u32``) at every
-CPU level.
+"""The one-byte table kernels (``gather:u8:u8``, ``gather:u8:u16``, ``gather:u8:u32``,
+``gather:u8:u64``) at every CPU level.
 
 The SIMD builds read the table from vector registers (byte_table.hpp): 8-bit results by byte
 shuffles (AVX-512 and AVX2), as many as the mask's bits need; 16- and 32-bit results by
@@ -10,10 +10,10 @@ NumPy's ``table[x & mask]``: every mask width and odd masks, tables that fold wi
 two exceptions, every tail length and misaligned buffers, and an output large enough for the
 streamed stores.
 
-The AVX2 build computes a float source's FLOAT, FLOAT16 and BFLOAT16 results instead, where the
-format's arithmetic gives the spec's table but for at most two codes (byte_float.hpp); every
-other table keeps the scalar gather.  The tests below give every float source and target the
-spec's tables (every code, enough elements for the arithmetic to run), and tables the
+The AVX2 build computes a float source's FLOAT, FLOAT16, BFLOAT16 and DOUBLE results instead,
+where the format's arithmetic gives the spec's table but for at most two codes (byte_float.hpp);
+every other table keeps the scalar gather.  The tests below give every float source and target
+the spec's tables (every code, enough elements for the arithmetic to run), and tables the
 arithmetic cannot give: changed in one, two (a sign pair or not) and three codes, and a run of
 equal entries at the top of the magnitudes (as the NaNs are), with and without its sign pair.
 """
@@ -41,7 +41,7 @@ pytestmark = [
 ]
 
 MASKS = [0x01, 0x0F, 0x1F, 0x20, 0x35, 0x3F, 0x40, 0x7F, 0x80, 0xAA, 0xFF]
-WIDTHS = {"u8": np.uint8, "u16": np.uint16, "u32": np.uint32}
+WIDTHS = {"u8": np.uint8, "u16": np.uint16, "u32": np.uint32, "u64": np.uint64}
 
 
 @pytest.fixture(scope="module", params=LEVELS)
@@ -123,9 +123,16 @@ def test_threads_give_the_same_bits(level_module: ModuleType) -> None:
     assert np.array_equal(one, two)
 
 
-#: The one-byte float sources and their float targets of 16 and 32 bits.
+#: The one-byte float sources and their float targets of 16, 32 and 64 bits.
 BYTE_FLOATS = [t.name for t in TYPES.values() if t.is_float and t.storage_bits == 8]
-WIDE_FLOATS = {"FLOAT": np.uint32, "FLOAT16": np.uint16, "BFLOAT16": np.uint16}
+WIDE_FLOATS = {
+    "FLOAT": np.uint32,
+    "FLOAT16": np.uint16,
+    "BFLOAT16": np.uint16,
+    "DOUBLE": np.uint64,
+}
+#: The kernel width of each result dtype.
+_WIDTH_OF = {np.dtype(dtype): width for width, dtype in WIDTHS.items()}
 
 
 def _params(source: TypeSpec, target: TypeSpec) -> dict[str, Any]:
@@ -142,7 +149,7 @@ def _format_kernel(
     ``table``; and its mask."""
     params = _params(source, TYPES[OnnxType.FLOAT])
     assert "sign_mask" in params, "routes gives the format of a one-byte float source"
-    width = "u32" if table.dtype == np.uint32 else "u16"
+    width = _WIDTH_OF[table.dtype]
     params = {**params, "table": table}
     return level_module.Kernel(f"gather:u8:{width}", **params), params["mask"]
 
@@ -210,12 +217,15 @@ def test_tables_the_arithmetic_does_not_give(
     _check(kernel, table, mask, _many_codes(mask), np.empty(256 * 40, table.dtype))
 
 
-@pytest.mark.parametrize("width", ["u16", "u32"])
+_INTEGER_OF_WIDTH = {"u16": OnnxType.INT16, "u32": OnnxType.INT32, "u64": OnnxType.INT64}
+
+
+@pytest.mark.parametrize("width", list(_INTEGER_OF_WIDTH))
 def test_other_tables_with_a_float_format(width: str, level_module: ModuleType) -> None:
     """An integer target's table and a random one, with a float source's format constants:
     the arithmetic gives neither, so the gather reads them."""
     s = TYPES[OnnxType.FLOAT8E4M3FN]
-    integer = _params(s, TYPES[OnnxType.INT16 if width == "u16" else OnnxType.INT32])["table"]
+    integer = _params(s, TYPES[_INTEGER_OF_WIDTH[width]])["table"]
     for table in (np.asarray(integer), _table(width, 256, seed=21)):
         kernel, mask = _format_kernel(level_module, s, table.view(WIDTHS[width]))
         _check(
@@ -256,7 +266,7 @@ def test_a_run_of_equal_entries_at_the_top(
     that code is an exception besides."""
     s = TYPES[OnnxType.FLOAT4E2M1]
     table = np.array(_params(s, TYPES[OnnxType[target]])["table"], copy=True)
-    sign = np.array(0x80000000 if table.dtype == np.uint32 else 0x8000, table.dtype)
+    sign = np.array(1 << (8 * table.dtype.itemsize - 1), table.dtype)
     table[0x6] = table[0x7] = table[0x7] ^ 0x5A
     table[0xE] = table[0xF] = table[0x7] | sign
     if negative_differs:

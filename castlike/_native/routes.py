@@ -99,7 +99,7 @@ def route(source: TypeSpec, target: TypeSpec, mode: Mode) -> tuple[str, dict[str
         mask = (1 << source.bits) - 1
         params: dict[str, Any] = {"table": table, "mask": mask}
         if source.is_float and source.storage_bits == 8:
-            # The format, from which the AVX2 build computes FLOAT, FLOAT16 and BFLOAT16
+            # The format, from which the AVX2 build computes FLOAT, FLOAT16, BFLOAT16 and DOUBLE
             # results where that gives this table (castlike/_native/src/byte_float.hpp): the
             # exponent of the code 1 << mantissa_bits (the smallest normal, but FLOAT8E8M0's
             # 2**-126), the mantissa bits and the sign bit (0: none).

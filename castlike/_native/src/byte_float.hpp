@@ -1,5 +1,5 @@
-// AVX2: a one-byte float source's FLOAT, FLOAT16 or BFLOAT16 results computed instead of read
-// from the table (Gather<uint8_t, uint32_t> and Gather<uint8_t, uint16_t>).
+// AVX2: a one-byte float source's FLOAT, FLOAT16, BFLOAT16 or DOUBLE results computed instead of
+// read from the table (Gather<uint8_t, Out> for 16-, 32- and 64-bit Out).
 //
 // AVX-512 reads those tables from registers (byte_table.hpp).  AVX2 cannot: its one permutation
 // of 32-bit entries (vpermd) reads 8, so a table of 256 would take 32 permutations and 31 blends
@@ -19,10 +19,13 @@
 // FLOAT16 and BFLOAT16 results are computed in 16-bit lanes, 16 a step, where the result's
 // range holds the format's normal numbers; else through FLOAT (8 a step), then FLOAT16 by the
 // CPU's conversion (to nearest: every value of a one-byte format is a FLOAT16), BFLOAT16 as the
-// upper half of the FLOAT bits.  At most two codes take the table's entry instead: FLOAT8E5M2's
-// Infs, the FNUZ formats' NaN at 0x80, FLOAT8E8M0's 2**-127.  FLOAT8E5M2 -> FLOAT (its NaNs and
-// both Infs: three comparisons an 8-lane step) measured level with the gather on an Intel Xeon
-// and 0.48x its time on an AMD EPYC (Zen 3), whose scalar gather is slower.
+// upper half of the FLOAT bits.  DOUBLE results are the FLOATs widened by the CPU's exact
+// conversion, 8 a step (10**6 codes on an AMD EPYC, Zen 3: 0.80-0.89 ms gathered -> 0.54-0.75,
+// where writing the 8 MB alone takes about 0.55).  At most two codes take the table's entry
+// instead: FLOAT8E5M2's Infs, the FNUZ formats' NaN at 0x80, FLOAT8E8M0's 2**-127.
+// FLOAT8E5M2 -> FLOAT (its NaNs and both Infs: three comparisons an 8-lane step) measured level
+// with the gather on an Intel Xeon and 0.48x its time on an AMD EPYC (Zen 3), whose scalar
+// gather is slower.
 //
 // Two shorter ways measured slower than the gather on random bytes: reading the magnitude as a
 // FLOAT and scaling it (the FLOAT is subnormal for a subnormal code, and Intel's cores take a
@@ -43,8 +46,9 @@
 namespace castlike {
 
 #if defined(CASTLIKE_PACK_AVX2)
-//: Which results the FLOAT becomes: the FLOAT bits, FLOAT16, or BFLOAT16 (the upper half).
-enum class ByteFloatOut { kFloat, kFloat16, kBFloat16 };
+//: Which results the FLOAT becomes: the FLOAT bits, FLOAT16, BFLOAT16 (the upper half), or
+//: DOUBLE (the exact conversion).
+enum class ByteFloatOut { kFloat, kFloat16, kBFloat16, kDouble };
 
 //: One of the steps' rounding immediates, for the vector and the scalar conversion alike.
 constexpr int kToNearest = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
@@ -62,7 +66,7 @@ struct ByteFloat {
   float step = 1.0f;        // a subnormal code's unit: 2**(min_exponent - mantissa_bits)
   int exceptions = 0;
   uint32_t code[2] = {0, 0};
-  uint32_t value[2] = {0, 0};
+  uint64_t value[2] = {0, 0};
   // The NaNs at the top of the magnitudes (FLOAT8E4M3FN's 0x7F, FLOAT8E5M2's 0x7D to 0x7F),
   // where the table gives them one value (and its sign): one comparison of the magnitude
   // instead of one of the code for each.  `top_bits` are their FLOAT bits before the sign (a
@@ -90,7 +94,7 @@ struct ByteFloat {
   }
 
   //: The result of code c by the arithmetic alone.
-  uint32_t result(uint32_t c) const {
+  uint64_t result(uint32_t c) const {
     if (direct) return result16(c);
     const float f = decode(c);
     switch (out) {
@@ -98,6 +102,8 @@ struct ByteFloat {
         return _cvtss_sh(f, kToNearest);
       case ByteFloatOut::kBFloat16:
         return bit_cast<uint32_t>(f) >> 16;
+      case ByteFloatOut::kDouble:
+        return bit_cast<uint64_t>(static_cast<double>(f));
       case ByteFloatOut::kFloat:
         break;
     }
@@ -122,17 +128,20 @@ void find_top(const Out* table, ByteFloat* f) {
   f->top = false;
   const uint32_t highest = f->mask & ~f->sign;
   if (f->result(highest) == table[highest]) return;
-  const uint32_t value = table[highest];
+  const uint64_t value = table[highest];
   uint32_t from = highest;
   while (from > 0 && table[from - 1] == value) --from;
   f->top = true;
   f->top_from = from;
   if (f->direct || f->out == ByteFloatOut::kBFloat16) {
-    f->top_bits = value << 16;
+    f->top_bits = static_cast<uint32_t>(value) << 16;
   } else if (f->out == ByteFloatOut::kFloat16) {
     f->top_bits = bit_cast<uint32_t>(_cvtsh_ss(static_cast<unsigned short>(value)));
+  } else if (f->out == ByteFloatOut::kDouble) {
+    // The FLOAT whose conversion is the entry, if there is one (`fits` checks that it is).
+    f->top_bits = bit_cast<uint32_t>(static_cast<float>(bit_cast<double>(value)));
   } else {
-    f->top_bits = value;
+    f->top_bits = static_cast<uint32_t>(value);
   }
 }
 
@@ -212,7 +221,7 @@ bool find_byte_float(const Out* table, const Params& p, ByteFloat* found) {
     }
     return false;
   } else {
-    f.out = ByteFloatOut::kFloat;
+    f.out = sizeof(Out) == 8 ? ByteFloatOut::kDouble : ByteFloatOut::kFloat;
     *found = f;
     return fits(table, found);
   }
@@ -262,6 +271,9 @@ inline __m256i with_exceptions(const ByteFloat& f, __m256i result, __m256i codes
     if constexpr (sizeof(Out) == 2) {
       const __m256i hit = _mm256_cmpeq_epi16(codes, _mm256_set1_epi16(short(f.code[k])));
       result = _mm256_blendv_epi8(result, _mm256_set1_epi16(short(f.value[k])), hit);
+    } else if constexpr (sizeof(Out) == 8) {
+      const __m256i hit = _mm256_cmpeq_epi64(codes, _mm256_set1_epi64x(int64_t(f.code[k])));
+      result = _mm256_blendv_epi8(result, _mm256_set1_epi64x(int64_t(f.value[k])), hit);
     } else {
       const __m256i hit = _mm256_cmpeq_epi32(codes, _mm256_set1_epi32(int(f.code[k])));
       result = _mm256_blendv_epi8(result, _mm256_set1_epi32(int(f.value[k])), hit);
@@ -309,6 +321,30 @@ void byte_float_steps(const ByteFloat& f, const Out* table, const uint8_t* src, 
   }
   for (size_t i = r.head + r.steps; i < n; ++i) dst[i] = table[src[i] & f.mask];
   end_stream(r.stream);
+}
+
+//: Elements [0, n) of DOUBLE results: the FLOATs of 8 codes a step, each half widened by the
+//: conversion (exact: every value of a one-byte format is a FLOAT; a NaN's payload as the
+//: preparation's scalar model saw it).  64-bit outputs do not stream (as in the SIMD frame).
+template <bool kSigned, bool kTop>
+void byte_double_steps(const ByteFloat& f, const uint64_t* table, const uint8_t* src,
+                       uint64_t* dst, size_t n) {
+  const ByteFloatLanes<kSigned, kTop> lanes(f);
+  const __m128i mask = _mm_set1_epi8(static_cast<char>(f.mask));
+  const size_t steps = n / 8 * 8;
+  for (size_t i = 0; i < steps; i += 8) {
+    const __m128i bytes =
+        _mm_and_si128(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(src + i)), mask);
+    const __m256 floats = lanes(bytes);
+    const __m256i low = _mm256_castpd_si256(_mm256_cvtps_pd(_mm256_castps256_ps128(floats)));
+    const __m256i high = _mm256_castpd_si256(_mm256_cvtps_pd(_mm256_extractf128_ps(floats, 1)));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i),
+                        with_exceptions<uint64_t>(f, low, _mm256_cvtepu8_epi64(bytes)));
+    _mm256_storeu_si256(
+        reinterpret_cast<__m256i*>(dst + i + 4),
+        with_exceptions<uint64_t>(f, high, _mm256_cvtepu8_epi64(_mm_srli_si128(bytes, 4))));
+  }
+  for (size_t i = steps; i < n; ++i) dst[i] = table[src[i] & f.mask];
 }
 
 //: The FLOAT16 or BFLOAT16 results of 16 codes (16-bit lanes, masked) in 16-bit lanes: the
@@ -394,24 +430,35 @@ bool byte_float_lookup(const Out* table, const Params& p, const uint8_t* src, Ou
   if (!p.prepared || n < kByteFloatFrom) return false;
   ByteFloat f;
   std::memcpy(&f, p.preparation, sizeof f);
-  if constexpr (sizeof(Out) == 2) {
-    if (f.direct) {
-      if (f.top) {
-        byte_half_steps<true, true>(f, table, src, dst, n);
-      } else if (f.sign != 0) {
-        byte_half_steps<true, false>(f, table, src, dst, n);
-      } else {
-        byte_half_steps<false, false>(f, table, src, dst, n);
-      }
-      return true;
+  if constexpr (sizeof(Out) == 8) {
+    if (f.top) {
+      byte_double_steps<true, true>(f, table, src, dst, n);
+    } else if (f.sign != 0) {
+      byte_double_steps<true, false>(f, table, src, dst, n);
+    } else {
+      byte_double_steps<false, false>(f, table, src, dst, n);
     }
-  }
-  if (f.top) {
-    byte_float_steps<Out, true, true>(f, table, src, dst, n);
-  } else if (f.sign != 0) {
-    byte_float_steps<Out, true, false>(f, table, src, dst, n);
+    return true;
   } else {
-    byte_float_steps<Out, false, false>(f, table, src, dst, n);
+    if constexpr (sizeof(Out) == 2) {
+      if (f.direct) {
+        if (f.top) {
+          byte_half_steps<true, true>(f, table, src, dst, n);
+        } else if (f.sign != 0) {
+          byte_half_steps<true, false>(f, table, src, dst, n);
+        } else {
+          byte_half_steps<false, false>(f, table, src, dst, n);
+        }
+        return true;
+      }
+    }
+    if (f.top) {
+      byte_float_steps<Out, true, true>(f, table, src, dst, n);
+    } else if (f.sign != 0) {
+      byte_float_steps<Out, true, false>(f, table, src, dst, n);
+    } else {
+      byte_float_steps<Out, false, false>(f, table, src, dst, n);
+    }
   }
   return true;
 }

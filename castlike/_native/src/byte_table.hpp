@@ -9,8 +9,8 @@
 //   entries of 16 bits or 32 of 32 bits by the index's low 6 or 5 bits; a table of 256 entries
 //   takes 4 or 8 of them, and masked blends on the higher bits pick the right one.  AVX2's
 //   permutation reads 8 entries, 32 of them for a float8 table: there a float source's FLOAT,
-//   FLOAT16 and BFLOAT16 results are computed instead (byte_float.hpp), and other tables keep
-//   the scalar gather.
+//   FLOAT16, BFLOAT16 and DOUBLE results are computed instead (byte_float.hpp), and other
+//   tables keep the scalar gather.
 //
 // The table is the spec's, as for the scalar gather: entry i of the registers is table[i & mask],
 // so the raw byte is the index and every mask (0x0F for FLOAT4E2M1, 0x3F for FLOAT6, 0xFF for
@@ -282,8 +282,8 @@ inline void shuffle_lookup(const uint8_t* table, uint32_t mask, const uint8_t* s
 #endif
 
 //: Gather<uint8_t, Out>: the registers' lookup where the build has one (8-bit results with
-//: AVX-512 or AVX2, 16- and 32-bit results with AVX-512), with AVX2 a float source's 16- and
-//: 32-bit float results by arithmetic where it gives the table (byte_float.hpp), else the
+//: AVX-512 or AVX2, 16- and 32-bit results with AVX-512), with AVX2 a float source's 16-, 32-
+//: and 64-bit float results by arithmetic where it gives the table (byte_float.hpp), else the
 //: scalar gather.
 template <class Out>
 void map_byte_table(const void* in, void* out, size_t begin, size_t end, const Params& p) {
@@ -297,8 +297,10 @@ void map_byte_table(const void* in, void* out, size_t begin, size_t end, const P
 #endif
   } else {
 #if defined(CASTLIKE_PACK_AVX512)
-    table_lookup<Out>(op.table, op.mask, src, dst, end - begin);
-    return;
+    if constexpr (sizeof(Out) <= 4) {
+      table_lookup<Out>(op.table, op.mask, src, dst, end - begin);
+      return;
+    }
 #elif defined(CASTLIKE_PACK_AVX2)
     if (byte_float_lookup<Out>(op.table, p, src, dst, end - begin)) return;
 #endif
@@ -322,6 +324,12 @@ template <>
 inline void map_elements<Gather<uint8_t, uint16_t>>(const void* in, void* out, size_t begin,
                                                     size_t end, const Params& p) {
   map_byte_table<uint16_t>(in, out, begin, end, p);
+}
+
+template <>
+inline void map_elements<Gather<uint8_t, uint64_t>>(const void* in, void* out, size_t begin,
+                                                    size_t end, const Params& p) {
+  map_byte_table<uint64_t>(in, out, begin, end, p);
 }
 
 }  // namespace castlike

@@ -314,7 +314,7 @@ struct Prepare {
 template <class Out>
 struct Prepare<Gather<uint8_t, Out>> {
   static void run(Params& p) {
-    if constexpr (sizeof(Out) == 2 || sizeof(Out) == 4) prepare_byte_float<Out>(p);
+    if constexpr (sizeof(Out) >= 2) prepare_byte_float<Out>(p);
   }
 };
 #endif
