@@ -66,7 +66,8 @@ LAYOUTS: dict[str, tuple[Callable[[torch.dtype], torch.Tensor], bool]] = {
 
 #: (source, target): through the native operator (a float8, a 16-bit float, an 8-bit integer,
 #: a type that crosses the graph as bytes, FLOAT to FLOAT16, INT8 and BOOL) and through torch
-#: ops that Inductor fuses into one loop (FLOAT to FLOAT8E4M3FN).
+#: ops that Inductor fuses into one loop (FLOAT to FLOAT8E4M3FN where Inductor converts to
+#: float8 in vectors; the test below forces each way on every CPU).
 PAIRS = [
     ("FLOAT16", "FLOAT8E4M3FN"),
     ("FLOAT16", "FLOAT16"),
@@ -110,10 +111,21 @@ def test_the_native_operator_fake_and_real_agree(layout: str) -> None:
     torch.library.opcheck(torch.ops.castlike.native_cast.default, args)
 
 
-@pytest.mark.parametrize(("source", "target"), PAIRS, ids=lambda v: v)
-def test_compiled_equals_eager_on_every_layout(source: str, target: str) -> None:
+#: Each pair with Inductor's float8 loop off (the native operator), and FLOAT to FLOAT8E4M3FN
+#: with it on as well (torch's ``to`` in Inductor's loop): both ways on every CPU.
+_COMPILED_WAYS = [(s, t, False) for s, t in PAIRS] + [("FLOAT", "FLOAT8E4M3FN", True)]
+
+
+@pytest.mark.parametrize(("source", "target", "float8_loop"), _COMPILED_WAYS, ids=str)
+def test_compiled_equals_eager_on_every_layout(
+    source: str, target: str, float8_loop: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """fullgraph=True, Inductor's defaults (size_asserts on): the same bits and strides as the
-    eager cast, and the bits of the NumPy backend on the same values."""
+    eager cast, and the bits of the NumPy backend on the same values.  FLOAT to FLOAT8E4M3FN
+    runs both ways whatever this CPU is: Inductor's loop and the native operator."""
+    from castlike.backends import torch as backend
+
+    monkeypatch.setattr(backend, "_INDUCTOR_FLOAT8_IN_VECTORS", float8_loop)
     dtype = TORCH.library_dtype(TYPES[OnnxType[source]])
     for layout, (make, dense) in LAYOUTS.items():
         x = make(dtype)
