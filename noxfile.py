@@ -213,7 +213,8 @@ def sanitize(session: nox.Session) -> None:
     # -P: not the checkout's castlike (the current directory), this virtualenv's.
     session.run("python", "-P", "-c", _CHECK_SANITIZED, env=env)
     chosen = session.posargs or SANITIZED_TESTS  # nox -s sanitize -- tests/test_native.py -x
-    session.run("pytest", "-q", "-p", "no:cacheprovider", *chosen, env=env)
+    # On every core, as the other sessions: pytest-xdist's workers inherit the preloaded runtime.
+    session.run("pytest", *PARALLEL, "-q", "-p", "no:cacheprovider", *chosen, env=env)
 
 
 #: Prints the path of the installed baseline module (found, not imported: that needs the runtime).
