@@ -181,7 +181,7 @@ SANITIZED_TESTS = [
 def sanitize(session: nox.Session) -> None:
     """The native kernels built with AddressSanitizer and UndefinedBehaviorSanitizer, any
     finding fatal, under the native tests and the exhaustive checks of the 8/16-bit sources
-    (about 3 minutes on 2 cores with the oracle answers cached by the tests sessions).
+    (3 to 4 minutes of tests on 2 cores with the oracle answers cached by the tests sessions).
 
     castlike is built from a copy of the checkout and installed into this session only (not
     editable): a sanitized module cannot load into an interpreter without the sanitizer's
