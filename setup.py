@@ -172,7 +172,8 @@ class ParallelBuildExt(build_ext):
         partial = stored.with_name(f"{stored.name}.{os.getpid()}.partial")
         shutil.copyfile(target, partial)
         os.replace(partial, stored)
-        older = sorted(stored.parent.glob(f"{ext.name}-*"), key=lambda p: p.stat().st_mtime)
+        kept = stored.parent.glob(f"{ext.name}-*{sysconfig.get_config_var('EXT_SUFFIX')}")
+        older = sorted(kept, key=lambda p: p.stat().st_mtime)  # not another's .partial file
         for path in older[:-CACHE_KEEP]:
             path.unlink(missing_ok=True)
 
