@@ -463,6 +463,35 @@ def test_first_cast_inside_compile_in_a_fresh_process() -> None:
     assert out.stdout.strip().splitlines()[-1] == "[127, 56, 128]"
 
 
+@pytest.mark.slow
+def test_backend_imported_first_compiles_once_without_warnings() -> None:
+    """docs/torch.rst's advice: with castlike.backends.torch imported before the first compiled
+    cast, Dynamo compiles one graph (no second compile at the next call) and warns about no
+    lru_cache (it does not trace array-api-compat's lookups)."""
+    code = textwrap.dedent(
+        """
+        import warnings
+        warnings.simplefilter("always")
+        import torch, castlike
+        import castlike.backends.torch
+        from torch._dynamo.utils import counters
+        f = torch.compile(lambda x: castlike.cast(x, "FLOAT16"))
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            for _ in range(3):
+                y = f(torch.tensor([1.0, 65520.0, -0.0]))
+        print(sum("lru_cache" in str(w.message) for w in seen), counters["stats"]["unique_graphs"])
+        print(y.view(torch.uint16).tolist())
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=600
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = out.stdout.strip().splitlines()
+    assert lines[-2:] == ["0 1", "[15360, 31744, 32768]"], out.stdout
+
+
 def test_castlike_does_not_import_torch() -> None:
     code = (
         "import sys, numpy as np, castlike; castlike.cast(np.ones(3), 'FLOAT8E4M3FN'); "
