@@ -63,7 +63,7 @@ PARALLEL = ("-n", "auto")
 #: each module is compiled once for all the sessions of this checkout: setup.py keeps it in the
 #: build cache under a hash of its sources, flags, compiler and Python, and the next session's
 #: install copies it (about a minute saved per session on two cores).
-STRICT_BUILD = {
+BUILD_ENV = {
     "CASTLIKE_STRICT_BUILD": "1",
     "CASTLIKE_BUILD_CACHE": str(Path(__file__).parent.resolve() / ".castlike-cache" / "build"),
 }
@@ -73,7 +73,7 @@ def install(session: nox.Session, extras: str) -> None:
     """Install castlike (editable, which compiles its kernels) with ``extras`` under the
     repository's constraints."""
     target = f".[{extras}]" if extras else "."
-    session.install(*PIP_ARGS, "-e", target, env=STRICT_BUILD)
+    session.install(*PIP_ARGS, "-e", target, env=BUILD_ENV)
 
 
 @nox.session(python=PYTHON)
@@ -140,7 +140,7 @@ def oldest(session: nox.Session) -> None:
     array-api-compat, rich) and of the onnx extra (onnx, onnxruntime): the NumPy tests and the
     ONNX conformance command there.  Every other session installs the newest releases."""
     pins = lowest_pins(("onnx",))
-    session.install(*PIP_ARGS, *pins, "-e", ".[test,onnx,cli]", env=STRICT_BUILD)
+    session.install(*PIP_ARGS, *pins, "-e", ".[test,onnx,cli]", env=BUILD_ENV)
     session.run("python", "-c", VERSIONS)
     env = {"CASTLIKE_TEST_BACKENDS": "numpy"}
     session.run("pytest", *PARALLEL, "-q", *session.posargs, env=env)
@@ -191,7 +191,7 @@ def sanitize(session: nox.Session) -> None:
     shutil.rmtree(source, ignore_errors=True)
     skip = shutil.ignore_patterns(".git", ".nox", "build", "*.so", ".castlike-cache", "reports")
     shutil.copytree(Path(__file__).parent, source, ignore=skip)
-    session.install(*PIP_ARGS, f"{source}[test]", env={**STRICT_BUILD, "CASTLIKE_SANITIZE": "1"})
+    session.install(*PIP_ARGS, f"{source}[test]", env={**BUILD_ENV, "CASTLIKE_SANITIZE": "1"})
     # The interpreter is not built with the sanitizers: their runtime must be loaded first.
     found = session.run("python", "-c", _FIND_BASELINE, silent=True)
     module = str(found).strip().splitlines()[-1]

@@ -158,7 +158,8 @@ class ParallelBuildExt(build_ext):
             return
         target = Path(self.get_ext_fullpath(ext.name))
         key = build_key(ext, list(self.compiler.compiler_so), list(self.compiler.linker_so))
-        stored = Path(cache) / f"{ext.name}-{key}{sysconfig.get_config_var('EXT_SUFFIX')}"
+        suffix = sysconfig.get_config_var("EXT_SUFFIX")
+        stored = Path(cache) / f"{ext.name}-{key}{suffix}"
         if stored.is_file():
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(stored, target)
@@ -172,7 +173,7 @@ class ParallelBuildExt(build_ext):
         partial = stored.with_name(f"{stored.name}.{os.getpid()}.partial")
         shutil.copyfile(target, partial)
         os.replace(partial, stored)
-        kept = stored.parent.glob(f"{ext.name}-*{sysconfig.get_config_var('EXT_SUFFIX')}")
+        kept = stored.parent.glob(f"{ext.name}-*{suffix}")
         older = sorted(kept, key=lambda p: p.stat().st_mtime)  # not another's .partial file
         for path in older[:-CACHE_KEEP]:
             path.unlink(missing_ok=True)

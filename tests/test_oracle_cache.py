@@ -14,6 +14,9 @@ from castlike import testing
 from castlike.spec.rules import Mode
 from castlike.spec.types import spec_of
 
+#: Independent of the backend: the NumPy session runs it once.
+pytestmark = pytest.mark.numpy_session
+
 #: Exits 3 when another process holds the lock file given as its argument, 0 when it is free.
 PROBE = """
 import fcntl, sys
