@@ -201,7 +201,8 @@ def test_hostile_environment_at_every_level(rounding: int, level_module: ModuleT
     """The SIMD kernels of every level (the rounding they borrow from the hardware included:
     AVX2 sets MXCSR to round toward zero around one step and back) give the same bits under
     FTZ/DAZ and every rounding mode as without."""
-    cases = [(s, t) for s in ("FLOAT", "DOUBLE") for t in _SIMD_TARGETS] + [("DOUBLE", "FLOAT")]
+    sources = ("FLOAT", "DOUBLE", "FLOAT16", "BFLOAT16")
+    cases = [(s, t) for s in sources for t in _SIMD_TARGETS] + [("DOUBLE", "FLOAT")]
     calls = []
     for s, t in cases:
         source, target = spec_of(s), spec_of(t)
@@ -253,7 +254,7 @@ def _pool(source_name: str, size: int) -> np.ndarray:
     return pool
 
 
-@pytest.mark.parametrize("source_name", ["FLOAT", "DOUBLE"])
+@pytest.mark.parametrize("source_name", ["FLOAT", "DOUBLE", "FLOAT16", "BFLOAT16"])
 @pytest.mark.parametrize("target_name", _SIMD_TARGETS)
 def test_simd_tails_and_alignments(
     source_name: str, target_name: str, level_module: ModuleType
@@ -261,7 +262,8 @@ def test_simd_tails_and_alignments(
     """Every tail length of the SIMD steps (up to 64 elements a step) and misaligned starts of
     both buffers; then beyond 8 MiB of output (and beyond the size from which 1- and 2-byte
     results stream, this CPU's second-level cache), where the stores stream after a head that
-    aligns the output, at an output misaligned by one element."""
+    aligns the output, at an output misaligned by one element.  The halves run the FLOAT
+    families' steps on halves widened in the steps (AVX2) or a block at a time."""
     source, target = spec_of(source_name), spec_of(target_name)
     mode = Mode(saturate=False) if target_name == "FLOAT8E5M2" else Mode()
     kernel = routes.kernel_for(level_module, source, target, mode)

@@ -325,7 +325,15 @@ constexpr bool kSubByteSimd =
 
 template <class F, class Out>
 void FloatToInt<F, Out>::block(const F* src, Out* dst, size_t n) const {
-  const auto one = [this](F x) { return (*this)(x); };
+  using In = std::conditional_t<sizeof(F) == 4, uint32_t, uint64_t>;
+  run(reinterpret_cast<const In*>(src), dst, n);
+}
+
+template <class F, class Out>
+template <class Src>
+void FloatToInt<F, Out>::run(Src bits, Out* dst, size_t n) const {
+  using In = std::conditional_t<sizeof(F) == 4, uint32_t, uint64_t>;
+  const auto portable = [this](In x) { return (*this)(bit_cast<F>(x)); };
   if constexpr (kFloatToIntSimd<F, Out>) {
 #if defined(CASTLIKE_PACK_SIMD)
     // The SIMD steps keep the lanes in Out's range: [lo, hi] must lie within it (and hi_result
@@ -333,9 +341,6 @@ void FloatToInt<F, Out>::block(const F* src, Out* dst, size_t n) const {
     const bool in_range = lo >= F(std::numeric_limits<Out>::min()) &&
                           hi <= F(std::numeric_limits<Out>::max());
     const bool limited = limit != std::numeric_limits<F>::infinity();
-    using In = std::conditional_t<sizeof(F) == 4, uint32_t, uint64_t>;
-    const In* bits = reinterpret_cast<const In*>(src);
-    const auto portable = [this](In x) { return (*this)(bit_cast<F>(x)); };
     if (in_range && !limited) {
       run_packed(bits, dst, n, FloatToIntLanes<F, Out, false>(*this), portable);
       return;
@@ -348,23 +353,28 @@ void FloatToInt<F, Out>::block(const F* src, Out* dst, size_t n) const {
     }
 #endif
   }
-  for (size_t i = 0; i < n; ++i) dst[i] = one(src[i]);
+  for (size_t i = 0; i < n; ++i) dst[i] = portable(bits_at(bits, i));
 }
 
 template <class F, SubByteRounding R>
 void FloatToSubByte<F, R>::block(const F* src, uint8_t* dst, size_t n) const {
-  const auto one = [this](F x) { return (*this)(x); };
+  using In = std::conditional_t<sizeof(F) == 4, uint32_t, uint64_t>;
+  run(reinterpret_cast<const In*>(src), dst, n);
+}
+
+template <class F, SubByteRounding R>
+template <class Src>
+void FloatToSubByte<F, R>::run(Src bits, uint8_t* dst, size_t n) const {
+  using In = std::conditional_t<sizeof(F) == 4, uint32_t, uint64_t>;
+  const auto portable = [this](In x) { return (*this)(bit_cast<F>(x)); };
   if constexpr (kSubByteSimd<F>) {
 #if defined(CASTLIKE_PACK_SIMD)
-    using In = std::conditional_t<sizeof(F) == 4, uint32_t, uint64_t>;
-    const In* bits = reinterpret_cast<const In*>(src);
-    const auto portable = [this](In x) { return (*this)(bit_cast<F>(x)); };
     const bool pre_clamp = pre_lo != -std::numeric_limits<F>::infinity() ||
                            pre_hi != std::numeric_limits<F>::infinity();
 #if defined(CASTLIKE_PACK_AVX2)
     const bool power_of_two = ((unsigned(mask) + 1) & mask) == 0;
     if (sizeof(F) == 8 && !power_of_two) {  // the AVX2 DOUBLE steps need mask + 1 = 2**bits
-      for (size_t i = 0; i < n; ++i) dst[i] = one(src[i]);
+      for (size_t i = 0; i < n; ++i) dst[i] = portable(bits_at(bits, i));
       return;
     }
 #endif
@@ -376,7 +386,7 @@ void FloatToSubByte<F, R>::block(const F* src, uint8_t* dst, size_t n) const {
     return;
 #endif
   }
-  for (size_t i = 0; i < n; ++i) dst[i] = one(src[i]);
+  for (size_t i = 0; i < n; ++i) dst[i] = portable(bits_at(bits, i));
 }
 
 }  // namespace castlike

@@ -460,6 +460,9 @@ struct FloatToInt {
         hi_result(Work(p.hi_result)) {}
   //: The whole range: SIMD steps where the build has them (float_to_int.hpp).
   void block(const F* src, Out* dst, size_t n) const;
+  //: The same on F's bits from `bits`: a pointer to them, or a HalfSource (simd_pack.hpp).
+  template <class Src>
+  void run(Src bits, Out* dst, size_t n) const;
   Out operator()(F x) const {
     const bool nan = x != x;
     F clamped = x < lo ? lo : x;
@@ -492,6 +495,9 @@ struct FloatToSubByte {
         nan_result(uint8_t(p.nan_result)) {}
   //: The whole range: SIMD steps where the build has them (float_to_int.hpp).
   void block(const F* src, uint8_t* dst, size_t n) const;
+  //: The same on F's bits from `bits`: a pointer to them, or a HalfSource (simd_pack.hpp).
+  template <class Src>
+  void run(Src bits, uint8_t* dst, size_t n) const;
   uint8_t operator()(F x) const {
     const F clamped = x < pre_lo ? pre_lo : (x > pre_hi ? pre_hi : x);
     F v = std::fabs(x) == std::numeric_limits<F>::infinity() ? x : clamped;

@@ -197,6 +197,78 @@ inline void pack_steps(const In* src, Out* dst, size_t m, const Lanes& lanes, bo
 }
 #endif
 
+//: A FLOAT16 or BFLOAT16 (H) source of a FLOAT family, widened to FLOAT bits where the family
+//: reads them: a step at a time in registers (AVX2, pack_steps below), element by element in
+//: the head and tail.  through_float.hpp passes it where the build has those steps
+//: (kHalfSteps); elsewhere the halves are widened a block at a time through the first-level
+//: cache.
+template <class H>
+struct HalfSource {
+  const uint16_t* p;
+};
+
+//: Whether this build widens a HalfSource in registers (measured on AVX2 only: the AVX-512
+//: build keeps the block widening, which no machine here could time or test).
+constexpr bool kHalfSteps =
+#if defined(CASTLIKE_PACK_AVX2)
+    true;
+#else
+    false;
+#endif
+
+//: The FLOAT (or DOUBLE) bits of element i of a source: as stored, or a half widened exactly.
+template <class T>
+inline T bits_at(const T* src, size_t i) {
+  return src[i];
+}
+template <class H>
+inline uint32_t bits_at(HalfSource<H> src, size_t i) {
+  return half_to_float32_bits<H>(src.p[i]);
+}
+//: The source from element k on.
+template <class T>
+inline const T* advance(const T* src, size_t k) {
+  return src + k;
+}
+template <class H>
+inline HalfSource<H> advance(HalfSource<H> src, size_t k) {
+  return {src.p + k};
+}
+
+#if defined(CASTLIKE_PACK_AVX2)
+//: 8 halves -> their FLOAT bits.  FLOAT16 by F16C (which quiets a signalling NaN); BFLOAT16 by
+//: a shift, leaving a signalling NaN signalling: every FLOAT family's first arithmetic on it
+//: (an addition, an FMA, an ordered comparison) treats it as any NaN, and routes takes a half
+//: kernel only after it gave the spec's table for all 65536 patterns.
+template <class H>
+inline __m256i half_lanes(const uint16_t* p) {
+  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  if constexpr (std::is_same_v<H, Float16>) {
+    return _mm256_castps_si256(_mm256_cvtph_ps(h));
+  } else {
+    return _mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16);
+  }
+}
+
+//: pack_steps on halves: each step's FLOAT bits are widened into a step-sized array that the
+//: family's lanes read (the compiler keeps it in registers where it can; in the first-level
+//: cache otherwise), so the halves cross memory once and no separate widening pass runs.
+template <class Out, class H, class Lanes>
+inline void pack_steps(HalfSource<H> src, Out* dst, size_t m, const Lanes& lanes, bool stream) {
+  constexpr size_t K = Pack<Out>::K;
+  for (size_t i = 0; i < m; i += kStep<Out>) {
+    alignas(kVecBytes) uint32_t bits[kStep<Out>];
+    for (size_t k = 0; k < K; ++k) {
+      _mm256_store_si256(reinterpret_cast<__m256i*>(bits + k * kLanes),
+                         half_lanes<H>(src.p + i + k * kLanes));
+    }
+    VecI codes[K];
+    for (size_t k = 0; k < K; ++k) codes[k] = lanes.codes(bits + k * kLanes);
+    store(dst + i, Pack<Out>::order(lanes.finish(Pack<Out>::pack(codes), bits)), stream);
+  }
+}
+#endif
+
 //: Where the SIMD steps of a call start and stop: with streaming stores, after a head that
 //: brings `dst` to a vector boundary.  (None in the baseline build.)
 struct PackRange {
@@ -233,18 +305,19 @@ inline void end_stream(bool stream) {
 #endif
 }
 
-//: The whole of a kernel: head and tail through `one` (the portable form, Out(In)), the rest
-//: through the SIMD steps of `lanes`.
-template <class In, class Out, class Lanes, class One>
-inline void run_packed(const In* src, Out* dst, size_t n, const Lanes& lanes, const One& one) {
+//: The whole of a kernel: head and tail through `one` (the portable form, on the source's bits),
+//: the rest through the SIMD steps of `lanes`.  `src`: a pointer to FLOAT or DOUBLE bits, or a
+//: HalfSource.
+template <class Src, class Out, class Lanes, class One>
+inline void run_packed(Src src, Out* dst, size_t n, const Lanes& lanes, const One& one) {
   const PackRange r = pack_range(dst, n);
-  for (size_t i = 0; i < r.head; ++i) dst[i] = one(src[i]);
+  for (size_t i = 0; i < r.head; ++i) dst[i] = one(bits_at(src, i));
 #if defined(CASTLIKE_PACK_SIMD)
-  pack_steps(src + r.head, dst + r.head, r.steps, lanes, r.stream);
+  pack_steps(advance(src, r.head), dst + r.head, r.steps, lanes, r.stream);
 #else
   (void)lanes;
 #endif
-  for (size_t i = r.head + r.steps; i < n; ++i) dst[i] = one(src[i]);
+  for (size_t i = r.head + r.steps; i < n; ++i) dst[i] = one(bits_at(src, i));
   end_stream(r.stream);
 }
 

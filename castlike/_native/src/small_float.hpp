@@ -230,13 +230,19 @@ struct SmallFloat {
   SmallFloatCodes k;
   explicit SmallFloat(const Params& p) : k(p) {}
   void block(const InT* src, uint8_t* dst, size_t n) const {
-    const SmallFloatLanes<Flags> lanes(k);
-    const auto one = [this](uint32_t bits) { return k.template one<Flags>(bits); };
     if constexpr (std::is_same_v<Source, FloatBits>) {
-      run_packed(src, dst, n, lanes, one);
+      run(src, dst, n);
     } else {
-      run_packed_from_double(src, dst, n, (Flags & kNearestFloatFirst) != 0, lanes, one);
+      const auto one = [this](uint32_t bits) { return k.template one<Flags>(bits); };
+      run_packed_from_double(src, dst, n, (Flags & kNearestFloatFirst) != 0,
+                             SmallFloatLanes<Flags>(k), one);
     }
+  }
+  //: FLOAT bits from `src`: a pointer to them, or a HalfSource (through_float.hpp).
+  template <class Src>
+  void run(Src src, uint8_t* dst, size_t n) const {
+    const auto one = [this](uint32_t bits) { return k.template one<Flags>(bits); };
+    run_packed(src, dst, n, SmallFloatLanes<Flags>(k), one);
   }
 };
 
@@ -383,13 +389,18 @@ struct E8M0 {
   static constexpr int kVariant = Variant;
   explicit E8M0(const Params&) {}
   void block(const InT* src, uint8_t* dst, size_t n) const {
-    const E8M0Lanes<Variant> lanes;
-    const auto one = [](uint32_t bits) { return E8M0Codes<Variant>::one(bits); };
     if constexpr (std::is_same_v<Source, FloatBits>) {
-      run_packed(src, dst, n, lanes, one);
+      run(src, dst, n);
     } else {
-      run_packed_from_double(src, dst, n, false, lanes, one);
+      const auto one = [](uint32_t bits) { return E8M0Codes<Variant>::one(bits); };
+      run_packed_from_double(src, dst, n, false, E8M0Lanes<Variant>(), one);
     }
+  }
+  //: FLOAT bits from `src`: a pointer to them, or a HalfSource (through_float.hpp).
+  template <class Src>
+  void run(Src src, uint8_t* dst, size_t n) const {
+    const auto one = [](uint32_t bits) { return E8M0Codes<Variant>::one(bits); };
+    run_packed(src, dst, n, E8M0Lanes<Variant>(), one);
   }
 };
 

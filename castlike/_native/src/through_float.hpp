@@ -1,7 +1,9 @@
 // Sources run through the FLOAT kernels: FLOAT16, BFLOAT16 and the integers of 16 bits or more
 // into the families whose arithmetic is written for FLOAT bits.  A block of the source becomes
 // FLOAT bits in the first-level cache (a "widening"), then the FLOAT family's own loop runs on
-// it, SIMD steps included: memory is crossed once.
+// it, SIMD steps included: memory is crossed once.  Where the build has SIMD steps on halves
+// (AVX2: simd_pack.hpp's HalfSource), a FLOAT family with such steps widens the halves in them
+// instead, a step at a time, and no block is written.
 //
 // Each widening keeps the single rounding (R3):
 // - FLOAT16 and BFLOAT16: every half is a FLOAT value, widened exactly (F16C's `vcvtph2ps` for
@@ -36,6 +38,7 @@ constexpr size_t kWidenBlock = 1024;
 template <class H>
 struct HalfBits {
   using InT = uint16_t;
+  using Half = H;
   explicit HalfBits(const Params&) {}
   void operator()(const uint16_t* src, uint32_t* dst, size_t m) const { widen_block<H>(src, dst, m); }
 };
@@ -76,6 +79,20 @@ struct OddIntegerBits {
   }
 };
 
+//: Whether Op reads halves widened in its own SIMD steps (simd_pack.hpp's HalfSource) rather
+//: than a widened block: where the build has those steps, the widening is a half's, and Op has
+//: `run` with SIMD steps for its results (every FLOAT family but the 64-bit integer targets,
+//: whose portable loops would widen one half at a time).
+template <class Widening, class Op, class = void>
+struct WidensInSteps : std::false_type {};
+template <class Widening, class Op>
+struct WidensInSteps<
+    Widening, Op,
+    std::void_t<decltype(std::declval<const Op&>().run(
+        std::declval<HalfSource<typename Widening::Half>>(),
+        std::declval<typename Op::OutT*>(), size_t{}))>>
+    : std::bool_constant<kHalfSteps && sizeof(typename Op::OutT) <= 4> {};
+
 //: The FLOAT family Op on a source made FLOAT bits by Widening.  Its variants are Op's
 //: (kVariant, where Op has one); its checks are the widening's and Op's (module.cpp).
 template <class Widening, class Op>
@@ -87,12 +104,16 @@ struct ThroughFloat {
   explicit ThroughFloat(const Params& p) : params(p) {}
 
   void block(const InT* src, OutT* dst, size_t n) const {
-    alignas(64) uint32_t widened[kWidenBlock];
-    const Widening widen(params);
-    for (size_t i = 0; i < n; i += kWidenBlock) {
-      const size_t m = std::min(kWidenBlock, n - i);
-      widen(src + i, widened, m);
-      map_elements<Op>(widened, dst + i, 0, m, params);
+    if constexpr (WidensInSteps<Widening, Op>::value) {
+      Op(params).run(HalfSource<typename Widening::Half>{src}, dst, n);
+    } else {
+      alignas(64) uint32_t widened[kWidenBlock];
+      const Widening widen(params);
+      for (size_t i = 0; i < n; i += kWidenBlock) {
+        const size_t m = std::min(kWidenBlock, n - i);
+        widen(src + i, widened, m);
+        map_elements<Op>(widened, dst + i, 0, m, params);
+      }
     }
   }
 };
