@@ -127,17 +127,32 @@ inline uint32_t float32_odd_bits(double x) {
   return bits | ((back != x) ? 1u : 0u);
 }
 
+//: The DOUBLE of a 32-bit half of a 64-bit lane, exactly, without a conversion instruction:
+//: the half (its sign bit flipped where signed) placed in the mantissa of 2**52, minus 2**52
+//: (and 2**31).  Integer and floating-point steps on 64-bit lanes only, which vectorise where
+//: the CPU has no 64-bit integer conversion (AVX2; AVX-512DQ has one).
+inline double float64_of_u32(uint64_t low_bits) {
+  return bit_cast<double>(0x4330000000000000ull | (low_bits & 0xFFFFFFFFu)) - 0x1p52;
+}
+inline double float64_of_i32(uint64_t low_bits) {
+  return bit_cast<double>(0x4330000000000000ull | ((low_bits ^ 0x80000000u) & 0xFFFFFFFFu)) -
+         (0x1p52 + 0x1p31);
+}
+
 //: DOUBLE bits of a 64-bit integer rounded to odd: its two 32-bit halves are exact in DOUBLE,
 //: their sum is rounded to nearest, and TwoSum gives that sum's exact error, which says which
-//: way to step to truncate and whether the result is inexact.  Floating-point operations only,
-//: so that the loop vectorises; exact under FpEnvGuard.  32-bit integers are exact in DOUBLE.
+//: way to step to truncate and whether the result is inexact.  No 64-bit conversion, so that
+//: the loop vectorises; exact under FpEnvGuard.  32-bit integers are exact in DOUBLE.
 template <class I>
 inline uint64_t float64_odd_bits_of(I v) {
   if constexpr (sizeof(I) <= 4) {
     return bit_cast<uint64_t>(static_cast<double>(v));
   } else {
-    const double a = static_cast<double>(v >> 32) * 4294967296.0;  // exact (v >> 32 keeps sign)
-    const double b = static_cast<double>(uint32_t(v & 0xFFFFFFFFu));  // exact
+    const uint64_t high = uint64_t(v) >> 32;
+    // v's upper half (signed for a signed I) times 2**32, and its lower half: both exact.
+    const double a =
+        (std::is_signed_v<I> ? float64_of_i32(high) : float64_of_u32(high)) * 4294967296.0;
+    const double b = float64_of_u32(uint64_t(v));
     const double sum = a + b;
     const double bb = sum - a;
     const double err = (a - (sum - bb)) + (b - bb);
@@ -286,6 +301,9 @@ struct Float32ToFloat16 {
   using OutT = uint16_t;
   explicit Float32ToFloat16(const Params&) {}
   uint16_t operator()(uint32_t bits) const { return float16_rne_bits(bits); }
+  //: FLOAT bits from a HalfSource (simd_pack.hpp; BFLOAT16 -> FLOAT16): narrow_float.hpp.
+  template <class Src>
+  void run(Src src, uint16_t* dst, size_t n) const;
 };
 
 //: How a source becomes BFLOAT16 (the kernel's variant; routes.py mirrors the values):
@@ -375,6 +393,9 @@ struct Float32ToBFloat16 {
   explicit Float32ToBFloat16(const Params&) {}
   uint16_t operator()(uint32_t bits) const { return bfloat16_from_float_bits<R>(bits); }
   void block(const uint32_t* src, uint16_t* dst, size_t n) const;
+  //: FLOAT bits from `src`: a pointer to them, or a HalfSource (simd_pack.hpp).
+  template <class Src>
+  void run(Src src, uint16_t* dst, size_t n) const;
 };
 
 //: Integer -> FLOAT16: clamped to [`ilo`, `ihi`] first (from the spec: FLOAT16's overflow

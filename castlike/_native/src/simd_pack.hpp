@@ -204,6 +204,7 @@ inline void pack_steps(const In* src, Out* dst, size_t m, const Lanes& lanes, bo
 //: cache.
 template <class H>
 struct HalfSource {
+  using Half = H;
   const uint16_t* p;
 };
 
