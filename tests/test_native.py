@@ -55,6 +55,12 @@ TYPES = numeric_types()
 _SMALL_FLOATS = [t.name for t in TYPES if t.is_float and t.storage_bits == 8]
 _SIMD_TARGETS = [*_SMALL_FLOATS, "INT8", "UINT8", "INT16", "UINT16", "INT32", "UINT32"]
 _SIMD_TARGETS += ["INT4", "UINT4", "INT2", "UINT2", "BFLOAT16", "FLOAT16"]
+# The sources whose kernels run SIMD steps: the floats into every SIMD target, and the 16- and
+# 32-bit integers (clamped into FLOAT's exact range in the steps) into the small floats.
+_STEP_SOURCES = ("FLOAT", "DOUBLE", "FLOAT16", "BFLOAT16")
+_STEP_INTEGERS = ("INT16", "UINT16", "INT32", "UINT32")
+_STEP_CASES = [(s, t) for s in _STEP_SOURCES for t in _SIMD_TARGETS]
+_STEP_CASES += [(s, t) for s in _STEP_INTEGERS for t in _SMALL_FLOATS]
 
 
 def _modes(source: TypeSpec, target: TypeSpec) -> list[Mode]:
@@ -201,8 +207,7 @@ def test_hostile_environment_at_every_level(rounding: int, level_module: ModuleT
     """The SIMD kernels of every level (the rounding they borrow from the hardware included:
     AVX2 sets MXCSR to round toward zero around one step and back) give the same bits under
     FTZ/DAZ and every rounding mode as without."""
-    sources = ("FLOAT", "DOUBLE", "FLOAT16", "BFLOAT16")
-    cases = [(s, t) for s in sources for t in _SIMD_TARGETS] + [("DOUBLE", "FLOAT")]
+    cases = [*_STEP_CASES, ("DOUBLE", "FLOAT")]
     calls = []
     for s, t in cases:
         source, target = spec_of(s), spec_of(t)
@@ -254,16 +259,15 @@ def _pool(source_name: str, size: int) -> np.ndarray:
     return pool
 
 
-@pytest.mark.parametrize("source_name", ["FLOAT", "DOUBLE", "FLOAT16", "BFLOAT16"])
-@pytest.mark.parametrize("target_name", _SIMD_TARGETS)
+@pytest.mark.parametrize(("source_name", "target_name"), _STEP_CASES)
 def test_simd_tails_and_alignments(
     source_name: str, target_name: str, level_module: ModuleType
 ) -> None:
     """Every tail length of the SIMD steps (up to 64 elements a step) and misaligned starts of
     both buffers; then beyond 8 MiB of output (and beyond the size from which 1- and 2-byte
     results stream, this CPU's second-level cache), where the stores stream after a head that
-    aligns the output, at an output misaligned by one element.  The halves run the FLOAT
-    families' steps on halves widened in the steps (AVX2) or a block at a time."""
+    aligns the output, at an output misaligned by one element.  The halves and the integers run
+    the FLOAT families' steps on values made FLOAT in the steps (AVX2) or a block at a time."""
     source, target = spec_of(source_name), spec_of(target_name)
     mode = Mode(saturate=False) if target_name == "FLOAT8E5M2" else Mode()
     kernel = routes.kernel_for(level_module, source, target, mode)

@@ -301,7 +301,7 @@ struct Float32ToFloat16 {
   using OutT = uint16_t;
   explicit Float32ToFloat16(const Params&) {}
   uint16_t operator()(uint32_t bits) const { return float16_rne_bits(bits); }
-  //: FLOAT bits from a HalfSource (simd_pack.hpp; BFLOAT16 -> FLOAT16): narrow_float.hpp.
+  //: FLOAT bits from a step source (simd_pack.hpp; BFLOAT16 -> FLOAT16): narrow_float.hpp.
   template <class Src>
   void run(Src src, uint16_t* dst, size_t n) const;
 };
@@ -393,7 +393,7 @@ struct Float32ToBFloat16 {
   explicit Float32ToBFloat16(const Params&) {}
   uint16_t operator()(uint32_t bits) const { return bfloat16_from_float_bits<R>(bits); }
   void block(const uint32_t* src, uint16_t* dst, size_t n) const;
-  //: FLOAT bits from `src`: a pointer to them, or a HalfSource (simd_pack.hpp).
+  //: FLOAT bits from `src`: a pointer to them, or a step source (simd_pack.hpp).
   template <class Src>
   void run(Src src, uint16_t* dst, size_t n) const;
 };
@@ -481,7 +481,7 @@ struct FloatToInt {
         hi_result(Work(p.hi_result)) {}
   //: The whole range: SIMD steps where the build has them (float_to_int.hpp).
   void block(const F* src, Out* dst, size_t n) const;
-  //: The same on F's bits from `bits`: a pointer to them, or a HalfSource (simd_pack.hpp).
+  //: The same on F's bits from `bits`: a pointer to them, or a step source (simd_pack.hpp).
   template <class Src>
   void run(Src bits, Out* dst, size_t n) const;
   Out operator()(F x) const {
@@ -516,7 +516,7 @@ struct FloatToSubByte {
         nan_result(uint8_t(p.nan_result)) {}
   //: The whole range: SIMD steps where the build has them (float_to_int.hpp).
   void block(const F* src, uint8_t* dst, size_t n) const;
-  //: The same on F's bits from `bits`: a pointer to them, or a HalfSource (simd_pack.hpp).
+  //: The same on F's bits from `bits`: a pointer to them, or a step source (simd_pack.hpp).
   template <class Src>
   void run(Src bits, uint8_t* dst, size_t n) const;
   uint8_t operator()(F x) const {

@@ -197,71 +197,111 @@ inline void pack_steps(const In* src, Out* dst, size_t m, const Lanes& lanes, bo
 }
 #endif
 
-//: A FLOAT16 or BFLOAT16 (H) source of a FLOAT family, widened to FLOAT bits where the family
-//: reads them: a step at a time in registers (AVX2, pack_steps below), element by element in
-//: the head and tail.  through_float.hpp passes it where the build has those steps
-//: (kHalfSteps); elsewhere the halves are widened a block at a time through the first-level
-//: cache.
-template <class H>
-struct HalfSource {
-  using Half = H;
-  const uint16_t* p;
-};
+// -- Step sources --------------------------------------------------------------------------------
+//
+// A FLOAT family's kernel reads FLOAT bits.  A source of another type that becomes FLOAT bits
+// exactly (a half widened, an integer clamped into FLOAT's exact range) can be read by the
+// family's own steps through a "step source", which makes the FLOAT bits a step at a time in
+// registers: the source crosses memory once and no widened copy is written
+// (through_float.hpp passes one where the build has such steps: kRegisterSteps).  A step source
+// has `bits(i)` (element i's FLOAT bits, the portable form: the head and tail), `from(k)` (the
+// source from element k on) and, with AVX2, `lanes(i)` (elements i .. i + 8 in a register).
 
-//: Whether this build widens a HalfSource in registers (measured on AVX2 only: the AVX-512
+//: Whether this build reads step sources in registers (measured on AVX2 only: the AVX-512
 //: build keeps the block widening, which no machine here could time or test).
-constexpr bool kHalfSteps =
+constexpr bool kRegisterSteps =
 #if defined(CASTLIKE_PACK_AVX2)
     true;
 #else
     false;
 #endif
 
-//: The FLOAT (or DOUBLE) bits of element i of a source: as stored, or a half widened exactly.
+//: FLOAT16 or BFLOAT16 (H).  In the steps, FLOAT16 by F16C (which quiets a signalling NaN) and
+//: BFLOAT16 by a shift, leaving a signalling NaN signalling: every FLOAT family's first
+//: arithmetic on it (an addition, an FMA, an ordered comparison, F16C's conversion) treats it
+//: as any NaN, and routes takes a half kernel only after it gave the spec's table for all
+//: 65536 patterns.
+template <class H>
+struct HalfSource {
+  const uint16_t* p;
+  uint32_t bits(size_t i) const { return half_to_float32_bits<H>(p[i]); }
+  HalfSource from(size_t k) const { return {p + k}; }
+#if defined(CASTLIKE_PACK_AVX2)
+  __m256i lanes(size_t i) const {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i));
+    if constexpr (std::is_same_v<H, Float16>) {
+      return _mm256_castps_si256(_mm256_cvtph_ps(h));
+    } else {
+      return _mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16);
+    }
+  }
+#endif
+};
+
+//: An integer of 16 or 32 bits (I) clamped to [lo, hi], which lies within +-2**24 (the route's
+//: clip, checked with the kernel's constants): then exact in FLOAT, converted through int32.
+template <class I>
+struct ClampedIntSource {
+  static_assert(sizeof(I) == 2 || sizeof(I) == 4, "16- and 32-bit integers");
+  const I* p;
+  I lo, hi;
+  uint32_t bits(size_t i) const {
+    const I clamped = p[i] < lo ? lo : (p[i] > hi ? hi : p[i]);
+    return bit_cast<uint32_t>(static_cast<float>(static_cast<int32_t>(clamped)));
+  }
+  ClampedIntSource from(size_t k) const { return {p + k, lo, hi}; }
+#if defined(CASTLIKE_PACK_AVX2)
+  __m256i lanes(size_t i) const {
+    __m256i v;
+    if constexpr (sizeof(I) == 2) {
+      const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i));
+      v = std::is_signed_v<I> ? _mm256_cvtepi16_epi32(h) : _mm256_cvtepu16_epi32(h);
+    } else {
+      v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i));
+    }
+    // The bounds as 32-bit lanes of I's sign (a UINT32 beyond 2**31 compares unsigned).
+    const __m256i low = _mm256_set1_epi32(int32_t(lo)), high = _mm256_set1_epi32(int32_t(hi));
+    if constexpr (std::is_signed_v<I>) {
+      v = _mm256_min_epi32(_mm256_max_epi32(v, low), high);
+    } else {
+      v = _mm256_min_epu32(_mm256_max_epu32(v, low), high);
+    }
+    return _mm256_castps_si256(_mm256_cvtepi32_ps(v));  // within +-2**24: exact
+  }
+#endif
+};
+
+//: Element i's FLOAT (or DOUBLE) bits, and the source from element k on: a pointer to them, or
+//: a step source.
 template <class T>
 inline T bits_at(const T* src, size_t i) {
   return src[i];
 }
-template <class H>
-inline uint32_t bits_at(HalfSource<H> src, size_t i) {
-  return half_to_float32_bits<H>(src.p[i]);
+//: (A step source is a class; arrays and pointers take the pointer forms.)
+template <class S, class = std::enable_if_t<std::is_class_v<S>>>
+inline uint32_t bits_at(const S& src, size_t i) {
+  return src.bits(i);
 }
-//: The source from element k on.
 template <class T>
 inline const T* advance(const T* src, size_t k) {
   return src + k;
 }
-template <class H>
-inline HalfSource<H> advance(HalfSource<H> src, size_t k) {
-  return {src.p + k};
+template <class S, class = std::enable_if_t<std::is_class_v<S>>>
+inline S advance(const S& src, size_t k) {
+  return src.from(k);
 }
 
 #if defined(CASTLIKE_PACK_AVX2)
-//: 8 halves -> their FLOAT bits.  FLOAT16 by F16C (which quiets a signalling NaN); BFLOAT16 by
-//: a shift, leaving a signalling NaN signalling: every FLOAT family's first arithmetic on it
-//: (an addition, an FMA, an ordered comparison) treats it as any NaN, and routes takes a half
-//: kernel only after it gave the spec's table for all 65536 patterns.
-template <class H>
-inline __m256i half_lanes(const uint16_t* p) {
-  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-  if constexpr (std::is_same_v<H, Float16>) {
-    return _mm256_castps_si256(_mm256_cvtph_ps(h));
-  } else {
-    return _mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16);
-  }
-}
-
-//: pack_steps on halves: each step's FLOAT bits are widened into a step-sized array that the
-//: family's lanes read (the compiler keeps it in registers where it can; in the first-level
-//: cache otherwise), so the halves cross memory once and no separate widening pass runs.
-template <class Out, class H, class Lanes>
-inline void pack_steps(HalfSource<H> src, Out* dst, size_t m, const Lanes& lanes, bool stream) {
+//: pack_steps on a step source: each step's FLOAT bits are made into a step-sized array that
+//: the family's lanes read (the compiler keeps it in registers where it can; in the
+//: first-level cache otherwise).
+template <class Out, class S, class Lanes, class = std::enable_if_t<std::is_class_v<S>>>
+inline void pack_steps(const S& src, Out* dst, size_t m, const Lanes& lanes, bool stream) {
   constexpr size_t K = Pack<Out>::K;
   for (size_t i = 0; i < m; i += kStep<Out>) {
     alignas(kVecBytes) uint32_t bits[kStep<Out>];
     for (size_t k = 0; k < K; ++k) {
-      _mm256_store_si256(reinterpret_cast<__m256i*>(bits + k * kLanes),
-                         half_lanes<H>(src.p + i + k * kLanes));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(bits + k * kLanes), src.lanes(i + k * kLanes));
     }
     VecI codes[K];
     for (size_t k = 0; k < K; ++k) codes[k] = lanes.codes(bits + k * kLanes);
@@ -308,7 +348,7 @@ inline void end_stream(bool stream) {
 
 //: The whole of a kernel: head and tail through `one` (the portable form, on the source's bits),
 //: the rest through the SIMD steps of `lanes`.  `src`: a pointer to FLOAT or DOUBLE bits, or a
-//: HalfSource.
+//: step source.
 template <class Src, class Out, class Lanes, class One>
 inline void run_packed(Src src, Out* dst, size_t n, const Lanes& lanes, const One& one) {
   const PackRange r = pack_range(dst, n);

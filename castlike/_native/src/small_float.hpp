@@ -238,7 +238,7 @@ struct SmallFloat {
                              SmallFloatLanes<Flags>(k), one);
     }
   }
-  //: FLOAT bits from `src`: a pointer to them, or a HalfSource (through_float.hpp).
+  //: FLOAT bits from `src`: a pointer to them, or a step source (simd_pack.hpp).
   template <class Src>
   void run(Src src, uint8_t* dst, size_t n) const {
     const auto one = [this](uint32_t bits) { return k.template one<Flags>(bits); };
@@ -396,7 +396,7 @@ struct E8M0 {
       run_packed_from_double(src, dst, n, false, E8M0Lanes<Variant>(), one);
     }
   }
-  //: FLOAT bits from `src`: a pointer to them, or a HalfSource (through_float.hpp).
+  //: FLOAT bits from `src`: a pointer to them, or a step source (simd_pack.hpp).
   template <class Src>
   void run(Src src, uint8_t* dst, size_t n) const {
     const auto one = [](uint32_t bits) { return E8M0Codes<Variant>::one(bits); };

@@ -1,9 +1,9 @@
 // Sources run through the FLOAT kernels: FLOAT16, BFLOAT16 and the integers of 16 bits or more
 // into the families whose arithmetic is written for FLOAT bits.  A block of the source becomes
 // FLOAT bits in the first-level cache (a "widening"), then the FLOAT family's own loop runs on
-// it, SIMD steps included: memory is crossed once.  Where the build has SIMD steps on halves
-// (AVX2: simd_pack.hpp's HalfSource), a FLOAT family with such steps widens the halves in them
-// instead, a step at a time, and no block is written.
+// it, SIMD steps included: memory is crossed once.  Where the build reads step sources in
+// registers (AVX2: simd_pack.hpp), the halves and the clamped 16- and 32-bit integers go
+// straight into the steps of a FLOAT family that has them, and no block is written.
 //
 // Each widening keeps the single rounding (R3):
 // - FLOAT16 and BFLOAT16: every half is a FLOAT value, widened exactly (F16C's `vcvtph2ps` for
@@ -38,8 +38,9 @@ constexpr size_t kWidenBlock = 1024;
 template <class H>
 struct HalfBits {
   using InT = uint16_t;
-  using Half = H;
+  using Steps = HalfSource<H>;
   explicit HalfBits(const Params&) {}
+  Steps steps(const uint16_t* src) const { return {src}; }
   void operator()(const uint16_t* src, uint32_t* dst, size_t m) const { widen_block<H>(src, dst, m); }
 };
 
@@ -50,6 +51,12 @@ struct ClampedIntegerBits {
   using InT = I;
   I lo, hi;
   explicit ClampedIntegerBits(const Params& p) : lo(I(p.ilo)), hi(I(p.ihi)) {}
+  //: The step source of 16- and 32-bit integers (64-bit ones keep the block: AVX2 has no
+  //: 64-bit minimum nor conversion).
+  template <class J = I, class = std::enable_if_t<sizeof(J) <= 4>>
+  ClampedIntSource<J> steps(const J* src) const {
+    return {src, lo, hi};
+  }
   void operator()(const I* __restrict src, uint32_t* __restrict dst, size_t m) const {
     for (size_t j = 0; j < m; ++j) {
       const I clamped = src[j] < lo ? lo : (src[j] > hi ? hi : src[j]);
@@ -79,19 +86,19 @@ struct OddIntegerBits {
   }
 };
 
-//: Whether Op reads halves widened in its own SIMD steps (simd_pack.hpp's HalfSource) rather
-//: than a widened block: where the build has those steps, the widening is a half's, and Op has
-//: `run` with SIMD steps for its results (every FLOAT family but the 64-bit integer targets,
-//: whose portable loops would widen one half at a time).
+//: Whether Op reads Widening's step source (simd_pack.hpp) in its own SIMD steps rather than a
+//: widened block: where the build has such steps, Widening has a step source for InT, and Op
+//: has `run` with SIMD steps for its results (every FLOAT family but the 64-bit integer
+//: targets, whose portable loops would widen one element at a time).
 template <class Widening, class Op, class = void>
 struct WidensInSteps : std::false_type {};
 template <class Widening, class Op>
 struct WidensInSteps<
     Widening, Op,
     std::void_t<decltype(std::declval<const Op&>().run(
-        std::declval<HalfSource<typename Widening::Half>>(),
+        std::declval<const Widening&>().steps(std::declval<const typename Widening::InT*>()),
         std::declval<typename Op::OutT*>(), size_t{}))>>
-    : std::bool_constant<kHalfSteps && sizeof(typename Op::OutT) <= 4> {};
+    : std::bool_constant<kRegisterSteps && sizeof(typename Op::OutT) <= 4> {};
 
 //: The FLOAT family Op on a source made FLOAT bits by Widening.  Its variants are Op's
 //: (kVariant, where Op has one); its checks are the widening's and Op's (module.cpp).
@@ -105,7 +112,7 @@ struct ThroughFloat {
 
   void block(const InT* src, OutT* dst, size_t n) const {
     if constexpr (WidensInSteps<Widening, Op>::value) {
-      Op(params).run(HalfSource<typename Widening::Half>{src}, dst, n);
+      Op(params).run(Widening(params).steps(src), dst, n);
     } else {
       alignas(64) uint32_t widened[kWidenBlock];
       const Widening widen(params);
