@@ -1,7 +1,8 @@
 """All 2**32 FLOAT inputs: the native kernels against the pure-NumPy engine, bit for bit.
 
-For every target of 16 bits or fewer, INT32 and UINT32, and every mode that changes it, each
-FLOAT bit pattern is cast by the native kernel and by the pure engine, and the bits must agree
+For every target of 16 bits or fewer, the 32- and 64-bit integers, and every mode that changes
+it, each FLOAT bit pattern is cast by the native kernel and by the pure engine, and the bits must
+agree
 (NaN as "is NaN" for the IEEE targets, R3).  One mode stands for all the modes whose kernels
 run the same code with the same constants and differ at most in the contents of a spec table
 (the class-table modes: the index computation is what differs between the paths, and the
@@ -51,8 +52,10 @@ WIDE_RANDOM = ("DOUBLE", "INT64", "UINT64")
 N_RANDOM = 10**7
 
 
-#: Every target of 16 bits or fewer, and INT32/UINT32 (whose kernels have SIMD steps too).
-TARGETS = [t for t in numeric_types() if t.bits <= 16 or t.name in ("INT32", "UINT32")]
+#: Every target of 16 bits or fewer, and the 32- and 64-bit integers (whose kernels have SIMD
+#: steps too).
+_WIDE_INTEGERS = ("INT32", "UINT32", "INT64", "UINT64")
+TARGETS = [t for t in numeric_types() if t.bits <= 16 or t.name in _WIDE_INTEGERS]
 
 
 def _modes(source: TypeSpec, target: TypeSpec) -> list[Mode]:

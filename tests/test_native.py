@@ -54,7 +54,7 @@ TYPES = numeric_types()
 #: DOUBLE).
 _SMALL_FLOATS = [t.name for t in TYPES if t.is_float and t.storage_bits == 8]
 _SIMD_TARGETS = [*_SMALL_FLOATS, "INT8", "UINT8", "INT16", "UINT16", "INT32", "UINT32"]
-_SIMD_TARGETS += ["INT4", "UINT4", "INT2", "UINT2", "BFLOAT16", "FLOAT16"]
+_SIMD_TARGETS += ["INT64", "UINT64", "INT4", "UINT4", "INT2", "UINT2", "BFLOAT16", "FLOAT16"]
 # The sources whose kernels run SIMD steps: the floats into every SIMD target, and the 16- and
 # 32-bit integers (clamped into FLOAT's exact range in the steps) into the small floats.
 _STEP_SOURCES = ("FLOAT", "DOUBLE", "FLOAT16", "BFLOAT16")

@@ -16,7 +16,9 @@
 //   toward zero by the conversion, the clamp to +-hi, the conversion, the low bits, NaN ->
 //   nan_result.
 //
-// 64-bit targets keep the portable loops, which the compiler vectorises.
+// 64-bit targets: with AVX2 (no conversion to 64-bit integers) the integer is read off the
+// clamped value's bits (Int64Lanes); elsewhere the portable loops, which the compiler
+// vectorises where the CPU converts (AVX-512DQ).
 #pragma once
 
 #include "kernels.hpp"
@@ -192,6 +194,89 @@ struct FloatToIntLanes {
   VecI finish(VecI packed, const In*) const { return packed; }
 };
 
+#if defined(CASTLIKE_PACK_AVX2)
+//: FloatToInt into 64-bit integers on AVX2, which has no conversion to them (AVX-512DQ has;
+//: that build keeps the compiler's loop).  Per 64-bit lane, after the clamp to [lo, hi]
+//: (within the target's range, so |v| < 2**64): the magnitude's integer part is the
+//: significand with its implicit bit, shifted left by (exponent - mantissa bits) or right by
+//: the opposite (a variable shift by 64 or more, which a negative count is as unsigned, gives
+//: 0, so one of the two is 0 and their OR is the value; zero and subnormals shift out
+//: entirely); then the sign applied as two's complement.  NaN and x >= limit take their results
+//: by blends, as in FloatToIntLanes.  FLOAT lanes are widened to 64 bits first.
+template <class F, class Out>
+struct Int64Lanes {
+  static_assert(sizeof(Out) == 8, "64-bit targets");
+  static constexpr int kMantissa = sizeof(F) == 4 ? 23 : 52;
+  static constexpr int kExponentMask = sizeof(F) == 4 ? 0xFF : 0x7FF;
+  static constexpr int kUnbias = (sizeof(F) == 4 ? 127 : 1023) + kMantissa;  // value = m << (e - kUnbias)
+  static constexpr int kSignBit = 8 * int(sizeof(F)) - 1;
+  const __m256i fraction = _mm256_set1_epi64x((int64_t{1} << kMantissa) - 1);
+  const __m256i implicit = _mm256_set1_epi64x(int64_t{1} << kMantissa);
+  const __m256i exponent_mask = _mm256_set1_epi64x(kExponentMask);
+  const __m256i unbias = _mm256_set1_epi64x(kUnbias);
+  __m256i nan, high;
+
+  template <class Op>
+  explicit Int64Lanes(const Op& op)
+      : nan(_mm256_set1_epi64x(int64_t(op.nan_result))),
+        high(_mm256_set1_epi64x(int64_t(op.hi_result))) {}
+
+  //: 4 clamped values' bits (in 64-bit lanes, FLOAT's zero-extended) -> their integers.
+  __m256i integers(__m256i b) const {
+    const __m256i e = _mm256_and_si256(_mm256_srli_epi64(b, kMantissa), exponent_mask);
+    const __m256i m = _mm256_or_si256(_mm256_and_si256(b, fraction), implicit);
+    const __m256i magnitude = _mm256_or_si256(_mm256_sllv_epi64(m, _mm256_sub_epi64(e, unbias)),
+                                              _mm256_srlv_epi64(m, _mm256_sub_epi64(unbias, e)));
+    const __m256i negative = _mm256_sub_epi64(_mm256_setzero_si256(),
+                                              _mm256_srli_epi64(b, kSignBit));  // 0 or -1
+    return _mm256_sub_epi64(_mm256_xor_si256(magnitude, negative), negative);
+  }
+  //: The NaN and limit results over 4 integers; `ordered` and `at_limit` are 64-bit masks.
+  __m256i finish(__m256i w, __m256i ordered, __m256i at_limit) const {
+    return _mm256_blendv_epi8(nan, _mm256_blendv_epi8(w, high, at_limit), ordered);
+  }
+};
+
+//: The steps of FloatToInt<F, Out> into 64-bit integers: 8 elements a step (FLOAT) or 4
+//: (DOUBLE); returns how many it did.
+template <class F, class Out, class Src>
+inline size_t int64_steps(const FloatToInt<F, Out>& op, Src src, Out* dst, size_t n) {
+  const Int64Lanes<F, Out> lanes(op);
+  size_t i = 0;
+  if constexpr (sizeof(F) == 4) {
+    const __m256 lo = _mm256_set1_ps(op.lo), hi = _mm256_set1_ps(op.hi);
+    const __m256 limit = _mm256_set1_ps(op.limit);
+    for (; i + 8 <= n; i += 8) {
+      const __m256 x = _mm256_loadu_ps(reinterpret_cast<const float*>(src + i));
+      const __m256i v = _mm256_castps_si256(_mm256_min_ps(_mm256_max_ps(x, lo), hi));
+      const __m256i ordered = _mm256_castps_si256(_mm256_cmp_ps(x, x, _CMP_ORD_Q));
+      const __m256i at_limit = _mm256_castps_si256(_mm256_cmp_ps(x, limit, _CMP_GE_OQ));
+      for (int h = 0; h < 2; ++h) {
+        const auto half = [h](__m256i a) {
+          return h == 0 ? _mm256_castsi256_si128(a) : _mm256_extracti128_si256(a, 1);
+        };
+        const __m256i w = lanes.integers(_mm256_cvtepu32_epi64(half(v)));
+        const __m256i r = lanes.finish(w, _mm256_cvtepi32_epi64(half(ordered)),
+                                       _mm256_cvtepi32_epi64(half(at_limit)));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i + 4 * size_t(h)), r);
+      }
+    }
+  } else {
+    const __m256d lo = _mm256_set1_pd(op.lo), hi = _mm256_set1_pd(op.hi);
+    const __m256d limit = _mm256_set1_pd(op.limit);
+    for (; i + 4 <= n; i += 4) {
+      const __m256d x = _mm256_loadu_pd(reinterpret_cast<const double*>(src + i));
+      const __m256i v = _mm256_castpd_si256(_mm256_min_pd(_mm256_max_pd(x, lo), hi));
+      const __m256i ordered = _mm256_castpd_si256(_mm256_cmp_pd(x, x, _CMP_ORD_Q));
+      const __m256i at_limit = _mm256_castpd_si256(_mm256_cmp_pd(x, limit, _CMP_GE_OQ));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i),
+                          lanes.finish(lanes.integers(v), ordered, at_limit));
+    }
+  }
+  return i;
+}
+#endif
+
 //: FloatToSubByte's lanes.  kPreClamp: the legacy clamp to [pre_lo, pre_hi] (Inf passing).
 template <class F, SubByteRounding R, bool kPreClamp>
 struct SubByteLanes {
@@ -334,6 +419,15 @@ template <class Src>
 void FloatToInt<F, Out>::run(Src bits, Out* dst, size_t n) const {
   using In = std::conditional_t<sizeof(F) == 4, uint32_t, uint64_t>;
   const auto portable = [this](In x) { return (*this)(bit_cast<F>(x)); };
+#if defined(CASTLIKE_PACK_AVX2)
+  if constexpr (sizeof(Out) == 8 && std::is_pointer_v<Src>) {
+    // The steps need [lo, hi] within Out's range; F(max) is 2**63 or 2**64, beyond it.
+    if (lo >= F(std::numeric_limits<Out>::min()) && hi < F(std::numeric_limits<Out>::max())) {
+      for (size_t i = int64_steps(*this, bits, dst, n); i < n; ++i) dst[i] = portable(bits[i]);
+      return;
+    }
+  }
+#endif
   if constexpr (kFloatToIntSimd<F, Out>) {
 #if defined(CASTLIKE_PACK_SIMD)
     // The SIMD steps keep the lanes in Out's range: [lo, hi] must lie within it (and hi_result
