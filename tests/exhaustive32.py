@@ -2,8 +2,7 @@
 
 For every target of 16 bits or fewer, the 32- and 64-bit integers, and every mode that changes
 it, each FLOAT bit pattern is cast by the native kernel and by the pure engine, and the bits must
-agree
-(NaN as "is NaN" for the IEEE targets, R3).  One mode stands for all the modes whose kernels
+agree (NaN as "is NaN" for the IEEE targets, R3).  One mode stands for all the modes whose kernels
 run the same code with the same constants and differ at most in the contents of a spec table
 (the class-table modes: the index computation is what differs between the paths, and the
 tables themselves are held to the oracle by the exhaustive and curated tests); every distinct
