@@ -164,6 +164,15 @@ inline uint64_t float64_odd_bits_of(I v) {
   }
 }
 
+//: FLOAT bits of an integer clamped to [lo, hi], a range within +-2**24 where FLOAT holds every
+//: integer: through int32, which holds every clamped value (one vector conversion for every
+//: source width).
+template <class I>
+inline uint32_t clamped_float32_bits(I x, I lo, I hi) {
+  const I clamped = x < lo ? lo : (x > hi ? hi : x);
+  return bit_cast<uint32_t>(static_cast<float>(static_cast<int32_t>(clamped)));
+}
+
 //: FLOAT -> FLOAT16 bits, round to nearest even, without branches: the float's magnitude is
 //: scaled so that the hardware's own rounding at FLOAT precision lands on FLOAT16's quantum
 //: (the classic bias trick), then the FLOAT16 fields are read off.  NaN follows narrow_nan.

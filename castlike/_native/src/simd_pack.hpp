@@ -245,10 +245,7 @@ struct ClampedIntSource {
   static_assert(sizeof(I) == 2 || sizeof(I) == 4, "16- and 32-bit integers");
   const I* p;
   I lo, hi;
-  uint32_t bits(size_t i) const {
-    const I clamped = p[i] < lo ? lo : (p[i] > hi ? hi : p[i]);
-    return bit_cast<uint32_t>(static_cast<float>(static_cast<int32_t>(clamped)));
-  }
+  uint32_t bits(size_t i) const { return clamped_float32_bits(p[i], lo, hi); }
   ClampedIntSource from(size_t k) const { return {p + k, lo, hi}; }
 #if defined(CASTLIKE_PACK_AVX2)
   __m256i lanes(size_t i) const {

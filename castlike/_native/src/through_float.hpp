@@ -44,8 +44,8 @@ struct HalfBits {
   void operator()(const uint16_t* src, uint32_t* dst, size_t m) const { widen_block<H>(src, dst, m); }
 };
 
-//: An integer clamped to [`ilo`, `ihi`] (the route's clip, within +-2**24), then exact in FLOAT.
-//: Through int32, which holds every clamped value: one vector conversion for every source width.
+//: An integer clamped to [`ilo`, `ihi`] (the route's clip, within +-2**24), then exact in FLOAT
+//: (clamped_float32_bits).
 template <class I>
 struct ClampedIntegerBits {
   using InT = I;
@@ -58,10 +58,7 @@ struct ClampedIntegerBits {
     return {src, lo, hi};
   }
   void operator()(const I* __restrict src, uint32_t* __restrict dst, size_t m) const {
-    for (size_t j = 0; j < m; ++j) {
-      const I clamped = src[j] < lo ? lo : (src[j] > hi ? hi : src[j]);
-      dst[j] = bit_cast<uint32_t>(static_cast<float>(static_cast<int32_t>(clamped)));
-    }
+    for (size_t j = 0; j < m; ++j) dst[j] = clamped_float32_bits(src[j], lo, hi);
   }
 };
 
