@@ -304,6 +304,39 @@ def random_inputs(t: TypeSpec, n: int, seed: int) -> np.ndarray:
     return NUMPY.from_bits(_random_bits(t, n, seed), t)
 
 
+def rounding_inputs(t: TypeSpec, n: int, seed: int) -> np.ndarray:
+    """``n`` values of a wide float type (FLOAT, DOUBLE) that stress rounding, reproducible
+    from ``seed``.
+
+    Uniformly random bits rarely land where a narrower target rounds: most DOUBLE exponents lie
+    far outside every small type's range, and a random significand is almost never a tie.
+    Here the unbiased exponent is uniform in [-160, 140] (every small type's subnormals, FLOAT's
+    subnormals and overflow), the significand's lowest set bit is at a uniformly random
+    position, random above it, and, for half of the values, one more bit set at a random
+    position below it (a tie, or a value just off one, at every rounding position).  The sign
+    is random.
+    """
+    if not (t.is_float and t.storage_bits in (32, 64)):
+        raise ValueError(f"rounding_inputs takes FLOAT or DOUBLE, got {t.name}")
+    fmt = t.float_format
+    assert fmt is not None
+    rng = np.random.default_rng(seed)
+    m, e_bits, bias = fmt.mantissa_bits, fmt.exponent_bits, fmt.bias
+    storage = np.dtype(f"uint{t.storage_bits}")
+    exponent = rng.integers(-160, 141, size=n) + bias
+    exponent = np.clip(exponent, 0, (1 << e_bits) - 2).astype(storage)  # subnormal to finite
+    lowest = rng.integers(0, m, size=n, endpoint=True).astype(storage)
+    one = storage.type(1)
+    above = rng.integers(0, np.iinfo(storage).max, size=n, dtype=storage, endpoint=True)
+    significand = ((above >> lowest) << lowest) & ((one << storage.type(m)) - one)
+    significand |= (one << lowest) & ((one << storage.type(m)) - one)
+    below = rng.integers(0, 1 << 30, size=n).astype(storage) % np.maximum(lowest, one)
+    extra = np.where((rng.random(n) < 0.5) & (lowest > 0), one << below, storage.type(0))
+    sign = rng.integers(0, 2, size=n).astype(storage) << storage.type(t.storage_bits - 1)
+    bits = sign | (exponent << storage.type(m)) | significand | extra.astype(storage)
+    return NUMPY.from_bits(bits, t)
+
+
 # -- oracle ------------------------------------------------------------------------------------
 
 

@@ -232,6 +232,13 @@ struct SmallFloat {
   void block(const InT* src, uint8_t* dst, size_t n) const {
     if constexpr (std::is_same_v<Source, FloatBits>) {
       run(src, dst, n);
+#if defined(CASTLIKE_PACK_AVX2)
+    } else if constexpr ((Flags & (kNearestFloatFirst | kInfIsNan)) == 0) {
+      // Rounded to odd in the steps (DoubleOddSource): no block of FLOAT bits, no second
+      // conversion.  kInfIsNan must tell a finite DOUBLE beyond FLOAT's range from Inf, which
+      // that source does not.
+      run(DoubleOddSource{src}, dst, n);
+#endif
     } else {
       const auto one = [this](uint32_t bits) { return k.template one<Flags>(bits); };
       run_packed_from_double(src, dst, n, (Flags & kNearestFloatFirst) != 0,
