@@ -305,36 +305,45 @@ def random_inputs(t: TypeSpec, n: int, seed: int) -> np.ndarray:
 
 
 def rounding_inputs(t: TypeSpec, n: int, seed: int) -> np.ndarray:
-    """``n`` values of a wide float type (FLOAT, DOUBLE) that stress rounding, reproducible
-    from ``seed``.
+    """``n`` values of FLOAT, DOUBLE or a 64-bit integer type that stress rounding into
+    narrower types, reproducible from ``seed``.
 
     Uniformly random bits rarely land where a narrower target rounds: most DOUBLE exponents lie
-    far outside every small type's range, and a random significand is almost never a tie.
-    Here the unbiased exponent is uniform in [-160, 140] (every small type's subnormals, FLOAT's
-    subnormals and overflow), the significand's lowest set bit is at a uniformly random
-    position, random above it, and, for half of the values, one more bit set at a random
-    position below it (a tie, or a value just off one, at every rounding position).  The sign
-    is random.
+    far outside every small type's range, most random 64-bit integers have their top bit near
+    the top, and a random value is almost never a tie.  Here the value's lowest set bit is at a
+    uniformly random position, random bits lie above it, and, for half of the values, one more
+    bit is set at a random position below it (a tie, or a value just off one, at every
+    rounding position).  Floats: the unbiased exponent is uniform in [-160, 140] (every small
+    type's subnormals, FLOAT's subnormals and overflow).  Integers: the leading bit's position
+    is uniform.  The sign is random where the type has one.
     """
-    if not (t.is_float and t.storage_bits in (32, 64)):
-        raise ValueError(f"rounding_inputs takes FLOAT or DOUBLE, got {t.name}")
     fmt = t.float_format
-    assert fmt is not None
+    if not ((fmt is not None and t.storage_bits in (32, 64)) or (t.is_integer and t.bits == 64)):
+        raise ValueError(f"rounding_inputs takes FLOAT, DOUBLE or a 64-bit integer, got {t.name}")
     rng = np.random.default_rng(seed)
-    m, e_bits, bias = fmt.mantissa_bits, fmt.exponent_bits, fmt.bias
     storage = np.dtype(f"uint{t.storage_bits}")
-    exponent = rng.integers(-160, 141, size=n) + bias
-    exponent = np.clip(exponent, 0, (1 << e_bits) - 2).astype(storage)  # subnormal to finite
-    lowest = rng.integers(0, m, size=n, endpoint=True).astype(storage)
-    one = storage.type(1)
+    one, zero = storage.type(1), storage.type(0)
+    signed = fmt is not None or t.int_min < 0
+    if fmt is not None:  # the significand's bits below its implicit one
+        width = np.full(n, fmt.mantissa_bits, dtype=storage)
+    else:  # the leading bit's position: below the sign bit where there is one
+        width = rng.integers(0, t.bits - int(signed), size=n).astype(storage)
+    lowest = (rng.random(n) * (width.astype(np.float64) + 1)).astype(storage)
     above = rng.integers(0, np.iinfo(storage).max, size=n, dtype=storage, endpoint=True)
-    significand = ((above >> lowest) << lowest) & ((one << storage.type(m)) - one)
-    significand |= (one << lowest) & ((one << storage.type(m)) - one)
+    field = (one << width) - one  # the bits below the leading one (floats: the mantissa)
+    value = (((above >> lowest) << lowest) | (one << lowest)) & field
     below = rng.integers(0, 1 << 30, size=n).astype(storage) % np.maximum(lowest, one)
-    extra = np.where((rng.random(n) < 0.5) & (lowest > 0), one << below, storage.type(0))
-    sign = rng.integers(0, 2, size=n).astype(storage) << storage.type(t.storage_bits - 1)
-    bits = sign | (exponent << storage.type(m)) | significand | extra.astype(storage)
-    return NUMPY.from_bits(bits, t)
+    value |= np.where((rng.random(n) < 0.5) & (lowest > 0), one << below, zero)
+    negative = rng.integers(0, 2, size=n).astype(bool) & signed
+    if fmt is not None:
+        exponent = rng.integers(-160, 141, size=n) + fmt.bias
+        exponent = np.clip(exponent, 0, (1 << fmt.exponent_bits) - 2).astype(storage)
+        bits = (exponent << storage.type(fmt.mantissa_bits)) | value
+        bits |= np.where(negative, one << storage.type(t.storage_bits - 1), zero)
+        return NUMPY.from_bits(bits, t)
+    value |= one << width  # the leading one
+    value = np.where(negative, ~value + one, value)  # two's complement
+    return value.view(NUMPY_DTYPES[_T(t.code)])
 
 
 # -- oracle ------------------------------------------------------------------------------------

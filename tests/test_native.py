@@ -289,26 +289,34 @@ def test_simd_tails_and_alignments(
         assert mismatch is None, f"n={n}, offset {k}: {mismatch.describe(source, target)}"
 
 
-#: DOUBLE into every target whose kernel rounds it (to FLOAT first, to odd or to nearest).
-_DOUBLE_ROUNDING_TARGETS = ["FLOAT", *_SIMD_TARGETS]
+#: The wide sources into every target whose kernel rounds them.
+_ROUNDING_CASES = [("DOUBLE", t) for t in ("FLOAT", *_SIMD_TARGETS)]
+_ROUNDING_CASES += [
+    (s, t)
+    for s in ("INT64", "UINT64")
+    for t in ("FLOAT", "DOUBLE", "FLOAT16", "BFLOAT16", *_SMALL_FLOATS)
+]
 
 
-@lru_cache(maxsize=1)
-def _double_rounding_inputs() -> np.ndarray:
-    x = np.ascontiguousarray(rounding_inputs(spec_of("DOUBLE"), 1 << 16, seed=13))
+@lru_cache(maxsize=3)
+def _rounding_inputs(source_name: str) -> np.ndarray:
+    x = np.ascontiguousarray(rounding_inputs(spec_of(source_name), 1 << 16, seed=13))
     x.flags.writeable = False
     return x
 
 
-@pytest.mark.parametrize("target_name", _DOUBLE_ROUNDING_TARGETS)
-def test_double_rounding_at_every_bit(target_name: str, level_module: ModuleType) -> None:
-    """DOUBLE's kernels, in every mode, on values that put a tie or a value just off one at
-    every bit of the significand, with exponents across every small type's range, FLOAT's
-    subnormals and its overflow (random DOUBLE bits almost never land there): AVX2 rounds
-    to odd for BFLOAT16 and FLOAT16 in the DOUBLE's integer bits, the others through
-    conversions, and each must give the pure engine's bits."""
-    source, target = spec_of("DOUBLE"), spec_of(target_name)
-    x = _double_rounding_inputs()
+@pytest.mark.parametrize(("source_name", "target_name"), _ROUNDING_CASES)
+def test_rounding_at_every_bit(
+    source_name: str, target_name: str, level_module: ModuleType
+) -> None:
+    """DOUBLE's and the 64-bit integers' kernels, in every mode, on values that put a tie or a
+    value just off one at every bit (castlike.testing.rounding_inputs: DOUBLE exponents across
+    every small type's range, FLOAT's subnormals and its overflow; integers of every length),
+    where random bits almost never land.  AVX2 rounds DOUBLE to odd in its integer bits for
+    FLOAT16, BFLOAT16 and the small floats, and the baseline and AVX2 builds make 64-bit
+    integers DOUBLE from their exact 32-bit halves; each must give the pure engine's bits."""
+    source, target = spec_of(source_name), spec_of(target_name)
+    x = _rounding_inputs(source_name)
     for mode in _modes(source, target):
         kernel = routes.kernel_for(level_module, source, target, mode)
         if kernel is None:
