@@ -253,9 +253,11 @@ def test_small_floats_take_the_arithmetic_kernels(source_name: str) -> None:
 _TYPE_KEYS = {"FLOAT": "f32", "DOUBLE": "f64"}
 
 
-@lru_cache(maxsize=2)
-def _pool(source_name: str, size: int) -> np.ndarray:
-    pool = np.ascontiguousarray(random_inputs(spec_of(source_name), size, seed=5))
+@lru_cache(maxsize=4)
+def _pool(source_name: str, size: int, *, rounding: bool = False) -> np.ndarray:
+    """Read-only contiguous inputs: random bit patterns, or values that stress rounding."""
+    make, seed = (rounding_inputs, 13) if rounding else (random_inputs, 5)
+    pool = np.ascontiguousarray(make(spec_of(source_name), size, seed=seed))
     pool.flags.writeable = False
     return pool
 
@@ -298,13 +300,6 @@ _ROUNDING_CASES += [
 ]
 
 
-@lru_cache(maxsize=3)
-def _rounding_inputs(source_name: str) -> np.ndarray:
-    x = np.ascontiguousarray(rounding_inputs(spec_of(source_name), 1 << 16, seed=13))
-    x.flags.writeable = False
-    return x
-
-
 @pytest.mark.parametrize(("source_name", "target_name"), _ROUNDING_CASES)
 def test_rounding_at_every_bit(
     source_name: str, target_name: str, level_module: ModuleType
@@ -316,7 +311,7 @@ def test_rounding_at_every_bit(
     FLOAT16, BFLOAT16 and the small floats, and the baseline and AVX2 builds make 64-bit
     integers DOUBLE from their exact 32-bit halves; each must give the pure engine's bits."""
     source, target = spec_of(source_name), spec_of(target_name)
-    x = _rounding_inputs(source_name)
+    x = _pool(source_name, 1 << 16, rounding=True)
     for mode in _modes(source, target):
         kernel = routes.kernel_for(level_module, source, target, mode)
         if kernel is None:
