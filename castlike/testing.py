@@ -316,6 +316,25 @@ def rounding_inputs(t: TypeSpec, n: int, seed: int) -> np.ndarray:
     rounding position).  Floats: the unbiased exponent is uniform in [-160, 140] (every small
     type's subnormals, FLOAT's subnormals and overflow).  Integers: the leading bit's position
     is uniform.  The sign is random where the type has one.
+
+    Parameters
+    ----------
+    t : TypeSpec
+        FLOAT, DOUBLE, INT64 or UINT64.
+    n : int
+        How many values.
+    seed : int
+        The seed of the random generator: the same seed gives the same values.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``n`` values of ``t``'s NumPy dtype.
+
+    Raises
+    ------
+    ValueError
+        For any other type.
     """
     fmt = t.float_format
     if not ((fmt is not None and t.storage_bits in (32, 64)) or (t.is_integer and t.bits == 64)):
