@@ -48,7 +48,7 @@ from .._native.routes import covers
 from ..errors import BackendTypeError
 from ..spec.float8_repairs import LibrarySpecials, plans
 from ..spec.packing import layout_of
-from ..spec.route import Route
+from ..spec.route import Family, Route
 from ..spec.rules import Action, Mode
 from ..spec.types import TYPES, Kind, OnnxType, Special, TypeSpec, spec_of
 from . import _torch_compile as compiled
@@ -89,6 +89,20 @@ _NO_ARITHMETIC = {torch.uint16: 16, torch.uint32: 32, torch.uint64: 64}
 #: compiled ``.to(float8)`` converted one element at a time: 6.1-6.6 ms at 10**6 on an AVX2-only
 #: AMD EPYC (Zen 3), against the eager ``.to``'s 1.0 and castlike's operator's 0.7.
 _INDUCTOR_FLOAT8_IN_VECTORS = torch.backends.cpu.get_cpu_capability() == "AVX512"
+
+#: The half -> FLOAT widenings, whose ``.to()`` on the CPU keeps a NaN's sign and payload,
+#: eagerly and in Inductor's code, both its vector loops (F16C's ``vcvtph2ps``; BFLOAT16's
+#: shift) and its scalar ones (c10's conversions): R3's NaN is then that NaN made quiet, which
+#: adding zero does (x86's SSE and AVX quiet a NaN operand and keep its sign and payload).
+#: Under torch.compile a CPU tensor's cast is that one ``to`` and a select of ``y + 0`` where
+#: ``y`` is NaN (:func:`_to_quieted`), which Inductor fuses into one vector loop, with the ops
+#: around it: at 10**6, one thread, FLOAT16 -> FLOAT 0.191 ms against the compiled ``.to``'s
+#: 0.189, where the operator was 1.5x it (docs/torch.rst).  Every half value is a normal
+#: FLOAT, and only NaN goes through the addition: a caller's flush-to-zero changes nothing.
+#: Not FLOAT -> FLOAT16 (c10's scalar conversion writes 0x7E00 for every NaN), not into DOUBLE
+#: (BFLOAT16's subnormals reach it through FLOAT's, which flush-to-zero would flush).  The
+#: tests check every half pattern, in vector and in scalar code, with flush-to-zero set and not.
+_CPU_TO_KEEPS_NAN = frozenset({(_T.FLOAT16, _T.FLOAT), (_T.BFLOAT16, _T.FLOAT)})
 
 
 # -- what torch's own conversions do (declared; the tests check them) --------------------------
@@ -485,10 +499,13 @@ class TorchEngine(Engine):
         source, target, mode = plan.source, plan.target, plan.mode
         if x.device.type == "cpu" and x.layout is torch.strided:
             if torch.compiler.is_compiling():
+                route = self.route(source, target, mode)
+                if _cpu_to_keeps_nan(route):
+                    return _to_quieted(x, self.a.shell_dtype(target))
                 if (
                     compiled.native_enabled()
                     and covers(source, target, mode)
-                    and not self._fuses_to_one_loop(self.route(source, target, mode))
+                    and not self._fuses_to_one_loop(route)
                 ):
                     return compiled.native_cast(x, source, target, mode)
             else:
@@ -557,7 +574,8 @@ class TorchEngine(Engine):
         """Whether Inductor compiles this cast's torch ops into one loop worth keeping: the
         one-op routes from FLOAT or DOUBLE into a float (FLOAT8E4M3FN with saturation, the type
         itself), which fuse with the ops around the cast.  Everything else the kernels cover
-        goes to the opaque native operator.  Measured on one thread (docs/torch.rst):
+        goes to the opaque native operator, but the half -> FLOAT widenings, which are
+        :func:`_to_quieted` (decided before this).  Measured on one thread (docs/torch.rst):
 
         * FLOAT -> FLOAT8E4M3FN: the operator is faster alone (0.32 against 0.39 ms at 10**6),
           but Inductor's loop fuses ``cast(x * 2)`` into one pass (5.6 against 21.5 ms at
@@ -577,6 +595,23 @@ class TorchEngine(Engine):
         if target.is_float and target.bits == 8 and not _INDUCTOR_FLOAT8_IN_VECTORS:
             return False
         return source.is_float and source.bits > 16 and target.is_float and route.single_op
+
+
+def _cpu_to_keeps_nan(route: Route) -> bool:
+    """Whether the route is the library's conversion with R3's NaN step, of a pair whose CPU
+    ``.to()`` keeps the NaN's sign and payload (:data:`_CPU_TO_KEEPS_NAN`): a compiled CPU
+    tensor's cast is then :func:`_to_quieted`."""
+    return (
+        route.family is Family.LIBRARY
+        and route.nan_policy
+        and (route.source.code, route.target.code) in _CPU_TO_KEEPS_NAN
+    )
+
+
+def _to_quieted(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``x.to(dtype)`` with every NaN made quiet by adding zero (:data:`_CPU_TO_KEEPS_NAN`)."""
+    y = x.to(dtype)
+    return torch.where(y != y, y + 0.0, y)
 
 
 def _distinct(x: torch.Tensor) -> torch.Tensor | None:
@@ -602,10 +637,11 @@ def _repeated(cast: torch.Tensor, shape: torch.Size, target: TypeSpec) -> torch.
 @torch.compiler.assume_constant_result
 def _compiled_signature(
     dtype: torch.dtype, to: Any, options: tuple[Any, ...]
-) -> compiled.OperatorArgs | None:
+) -> compiled.OperatorArgs | torch.dtype | None:
     """The arguments of ``castlike::native_cast`` for a cast of a CPU tensor of ``dtype`` to
     ``to`` with ``options`` (those of :func:`castlike.cast`), where the full path would take
-    that operator under torch.compile; None elsewhere.
+    that operator under torch.compile; the result's dtype where the cast is
+    :func:`_to_quieted` (:data:`_CPU_TO_KEEPS_NAN`); None elsewhere.
 
     Dynamo runs this once per (dtype, to, options), outside the trace, and keeps the result as
     a constant: the arguments' checks, the plan and the route are then none of the compiled
@@ -622,7 +658,7 @@ def _compiled_signature(
 
 def _native_signature(
     dtype: torch.dtype, to: Any, options: tuple[Any, ...]
-) -> compiled.OperatorArgs | None:
+) -> compiled.OperatorArgs | torch.dtype | None:
     # This runs while Dynamo traces a function that may read the frontend's caches too (which
     # objects are arrays, their namespaces): it reads the types without them, because an entry
     # added from here breaks the guards Dynamo builds on those dicts.
@@ -661,16 +697,18 @@ def _native_signature(
     if OnnxType.STRING in (source.code, target.code):
         return None
     engine = ADAPTER.engine()
-    if not covers(source, target, plan.mode) or engine._fuses_to_one_loop(
-        engine.route(source, target, plan.mode)
-    ):
+    route = engine.route(source, target, plan.mode)
+    if _cpu_to_keeps_nan(route):
+        return ADAPTER.shell_dtype(target)
+    if not covers(source, target, plan.mode) or engine._fuses_to_one_loop(route):
         return None
     return compiled.operator_args(source, target, plan.mode.effective_for(target))
 
 
 def _compiled_cast(x: Any, to: Any, options: tuple[Any, ...]) -> Any:
-    """Under torch.compile: a CPU tensor's cast as one ``castlike::native_cast``, decided by
-    :func:`_compiled_signature` outside the trace; None (the full path) for anything else."""
+    """Under torch.compile: a CPU tensor's cast as one ``castlike::native_cast`` or as
+    :func:`_to_quieted`, decided by :func:`_compiled_signature` outside the trace; None (the
+    full path) for anything else."""
     if type(to) not in (str, int, torch.dtype):
         return None
     if not all(type(o) in (str, int, bool, type(None)) for o in options):
@@ -680,6 +718,8 @@ def _compiled_cast(x: Any, to: Any, options: tuple[Any, ...]) -> Any:
     signature = _compiled_signature(x.dtype, to, options)
     if signature is None:
         return None
+    if isinstance(signature, torch.dtype):
+        return _to_quieted(x.detach(), signature)
     return compiled.native_cast_of_args(x.detach(), signature)
 
 
