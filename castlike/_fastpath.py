@@ -56,6 +56,18 @@ def take_tensors(
     _TENSOR, _COMPILING, _COMPILED = tensor_type, is_compiling, compiled_cast
 
 
+def _first_tensor(x: Any, to: Any, options: tuple[Any, ...]) -> Any:
+    """A tensor met before the torch backend loaded: load it (its import calls
+    :func:`take_tensors`), and under torch.compile let it cast ``x`` as it casts every later
+    tensor.  Read through the module the import returns: Dynamo keeps the globals it read
+    before the import."""
+    from .backends import torch as backend
+
+    if type(x) is backend.torch.Tensor and backend.torch.compiler.is_compiling():
+        return backend._compiled_cast(x, to, options)
+    return None
+
+
 def _key(x: Any, to: Any, options: tuple[Any, ...]) -> tuple[Any, ...] | None:
     """The key of a cast that can be remembered, or None.  Only exact types are taken (an
     argument of any other type must meet the full validation; a hostile one is never hashed or
@@ -83,13 +95,15 @@ def _key(x: Any, to: Any, options: tuple[Any, ...]) -> tuple[Any, ...] | None:
 def cached_cast(x: Any, to: Any, options: tuple[Any, ...]) -> Any:
     """The result of a cast seen before with the same dtype and arguments, or None.  While
     torch.compile traces, a tensor's cast that the torch backend decides outside the trace."""
-    # In this order: a first cast inside torch.compile imports the torch backend, which sets
-    # _TENSOR and _COMPILED while Dynamo traces; _COMPILED is read only once _TENSOR matched
-    # (Dynamo cannot guard on a global it saw as None and finds a function once tracing ends).
+    # In this order: _COMPILED is read only once _TENSOR matched (Dynamo cannot guard on a
+    # global it saw as None and finds a function once tracing ends).  A tensor met before the
+    # torch backend loaded (_TENSOR None) goes to _first_tensor, which loads it.
     if type(x) is _TENSOR and _COMPILING() and _COMPILED is not None:
         return _COMPILED(x, to, options)
     key = _key(x, to, options) if not _PAUSED else None
     if key is None:
+        if _TENSOR is None and type(x).__module__ == "torch":
+            return _first_tensor(x, to, options)
         return None
     found = _CASTS.get(key)
     return None if found is None else found(x)
