@@ -272,42 +272,44 @@ def test_compiled_cast_is_one_op_and_does_not_recompile(target: str) -> None:
 @pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")
 @pytest.mark.parametrize("scalar_code", [False, True], ids=["vector", "scalar"])
 @pytest.mark.parametrize("flush_to_zero", [False, True], ids=["ieee", "ftz"])
-@pytest.mark.parametrize("source", ["FLOAT16", "BFLOAT16"])
+@pytest.mark.parametrize(
+    ("source", "target"), [("FLOAT16", "FLOAT"), ("BFLOAT16", "FLOAT"), ("FLOAT16", "DOUBLE")]
+)
 def test_compiled_half_widening_is_one_fused_loop(
-    source: str, flush_to_zero: bool, scalar_code: bool
+    source: str, target: str, flush_to_zero: bool, scalar_code: bool
 ) -> None:
-    """A compiled CPU cast of a half into FLOAT is torch's ``to`` with its NaNs made quiet,
-    which Inductor fuses with the ops around it into one loop; on every half pattern it gives
-    the native kernel's bits, in Inductor's vector code and in its scalar code, with the
-    caller's flush-to-zero (and denormals-are-zero) set or not."""
+    """A compiled CPU cast of a half into FLOAT (of FLOAT16 into DOUBLE) is torch's ``to``
+    with its NaNs made quiet, which Inductor fuses with the ops around it into one loop; on
+    every half pattern it gives the native kernel's bits, in Inductor's vector code and in its
+    scalar code, with the caller's flush-to-zero (and denormals-are-zero) set or not."""
     from torch._inductor import config as inductor_config
     from torch._inductor.utils import run_and_get_code
 
     from castlike.backends import torch as backend
 
-    assert backend._compiled_signature(getattr(torch, source.lower()), "FLOAT", _DEFAULTS) is (
-        torch.float32
-    )
+    dtype = TORCH.library_dtype(TYPES[OnnxType[target]])
+    bits = torch.int32 if target == "FLOAT" else torch.int64
+    assert backend._compiled_signature(getattr(torch, source.lower()), target, _DEFAULTS) is dtype
     host = exhaustive_inputs(TYPES[OnnxType[source]])
     x = TORCH.from_numpy(host)
-    eager = castlike.cast(x, "FLOAT").view(torch.int32)  # the native kernel's bits
+    eager = castlike.cast(x, target).view(bits)  # the native kernel's bits
     # An op after it that flush-to-zero leaves alone (it clears the sign bit).
-    magnitude = castlike.cast(x, "FLOAT").abs().view(torch.int32)
+    magnitude = castlike.cast(x, target).abs().view(bits)
     torch.compiler.reset()
     torch.set_flush_denormal(flush_to_zero)
     try:
         with inductor_config.patch({"cpp.simdlen": 1 if scalar_code else None}):
             got, codes = run_and_get_code(
-                torch.compile(lambda a: castlike.cast(a, "FLOAT"), fullgraph=True), x
+                torch.compile(lambda a: castlike.cast(a, target), fullgraph=True), x
             )
             fused, fused_codes = run_and_get_code(
-                torch.compile(lambda a: castlike.cast(a, "FLOAT").abs(), fullgraph=True), x
+                torch.compile(lambda a: castlike.cast(a, target).abs(), fullgraph=True), x
             )
     finally:
         torch.set_flush_denormal(False)
-    assert got.dtype == torch.float32
-    assert torch.equal(got.view(torch.int32), eager)
-    assert torch.equal(fused.view(torch.int32), magnitude)
+    assert got.dtype == dtype
+    assert torch.equal(got.view(bits), eager)
+    assert torch.equal(fused.view(bits), magnitude)
     assert "native_cast" not in codes[0] and ("Vectorized" in codes[0]) is not scalar_code
     # The cast and abs: one loop (Inductor's C++ kernels are its extern "C" functions).
     assert fused_codes[0].count('extern "C"') == 1

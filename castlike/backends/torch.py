@@ -90,19 +90,23 @@ _NO_ARITHMETIC = {torch.uint16: 16, torch.uint32: 32, torch.uint64: 64}
 #: AMD EPYC (Zen 3), against the eager ``.to``'s 1.0 and castlike's operator's 0.7.
 _INDUCTOR_FLOAT8_IN_VECTORS = torch.backends.cpu.get_cpu_capability() == "AVX512"
 
-#: The half -> FLOAT widenings, whose ``.to()`` on the CPU keeps a NaN's sign and payload,
-#: eagerly and in Inductor's code, both its vector loops (F16C's ``vcvtph2ps``; BFLOAT16's
-#: shift) and its scalar ones (c10's conversions): R3's NaN is then that NaN made quiet, which
-#: adding zero does (x86's SSE and AVX quiet a NaN operand and keep its sign and payload).
-#: Under torch.compile a CPU tensor's cast is that one ``to`` and a select of ``y + 0`` where
-#: ``y`` is NaN (:func:`_to_quieted`), which Inductor fuses into one vector loop, with the ops
-#: around it: at 10**6, one thread, FLOAT16 -> FLOAT 0.191 ms against the compiled ``.to``'s
-#: 0.189, where the operator was 1.5x it (docs/torch.rst).  Every half value is a normal
-#: FLOAT, and only NaN goes through the addition: a caller's flush-to-zero changes nothing.
-#: Not FLOAT -> FLOAT16 (c10's scalar conversion writes 0x7E00 for every NaN), not into DOUBLE
-#: (BFLOAT16's subnormals reach it through FLOAT's, which flush-to-zero would flush).  The
-#: tests check every half pattern, in vector and in scalar code, with flush-to-zero set and not.
-_CPU_TO_KEEPS_NAN = frozenset({(_T.FLOAT16, _T.FLOAT), (_T.BFLOAT16, _T.FLOAT)})
+#: The half -> FLOAT widenings and FLOAT16 -> DOUBLE, whose ``.to()`` on the CPU keeps a NaN's
+#: sign and payload, eagerly and in Inductor's code, both its vector loops (F16C's
+#: ``vcvtph2ps``; BFLOAT16's shift) and its scalar ones (c10's conversions): R3's NaN is then
+#: that NaN made quiet, which adding zero does (x86's SSE and AVX quiet a NaN operand and keep
+#: its sign and payload).  Under torch.compile a CPU tensor's cast is that one ``to`` and a
+#: select of ``y + 0`` where ``y`` is NaN (:func:`_to_quieted`), which Inductor fuses into one
+#: vector loop, with the ops around it: at 10**6, one thread, FLOAT16 -> FLOAT 0.191 ms
+#: against the compiled ``.to``'s 0.189, where the operator was 1.5x it (docs/torch.rst).
+#: Every FLOAT16 value is a normal FLOAT (and DOUBLE), a BFLOAT16 value is the FLOAT of the
+#: same bits, and only NaN goes through the addition: a caller's flush-to-zero changes
+#: nothing.  Not FLOAT -> FLOAT16 (c10's scalar conversion writes 0x7E00 for every NaN), not
+#: BFLOAT16 -> DOUBLE (its subnormals reach DOUBLE through FLOAT's, which flush-to-zero would
+#: flush).  The tests check every half pattern, in vector and in scalar code, with
+#: flush-to-zero set and not.
+_CPU_TO_KEEPS_NAN = frozenset(
+    {(_T.FLOAT16, _T.FLOAT), (_T.BFLOAT16, _T.FLOAT), (_T.FLOAT16, _T.DOUBLE)}
+)
 
 
 # -- what torch's own conversions do (declared; the tests check them) --------------------------
@@ -574,8 +578,9 @@ class TorchEngine(Engine):
         """Whether Inductor compiles this cast's torch ops into one loop worth keeping: the
         one-op routes from FLOAT or DOUBLE into a float (FLOAT8E4M3FN with saturation, the type
         itself), which fuse with the ops around the cast.  Everything else the kernels cover
-        goes to the opaque native operator, but the half -> FLOAT widenings, which are
-        :func:`_to_quieted` (decided before this).  Measured on one thread (docs/torch.rst):
+        goes to the opaque native operator, but the widenings of :data:`_CPU_TO_KEEPS_NAN`,
+        which are :func:`_to_quieted` (decided before this).  Measured on one thread
+        (docs/torch.rst):
 
         * FLOAT -> FLOAT8E4M3FN: the operator is faster alone (0.32 against 0.39 ms at 10**6),
           but Inductor's loop fuses ``cast(x * 2)`` into one pass (5.6 against 21.5 ms at

@@ -67,11 +67,12 @@ LAYOUTS: dict[str, tuple[Callable[[torch.dtype], torch.Tensor], bool]] = {
 #: (source, target): through the native operator (a float8, a 16-bit float, an 8-bit integer,
 #: a type that crosses the graph as bytes, FLOAT to FLOAT16, INT8 and BOOL) and through torch
 #: ops that Inductor fuses into one loop (FLOAT to FLOAT8E4M3FN where Inductor converts to
-#: float8 in vectors; the test below forces each way on every CPU; the half -> FLOAT
-#: widenings, always).
+#: float8 in vectors; the test below forces each way on every CPU; the half widenings into
+#: FLOAT and FLOAT16 -> DOUBLE, always).
 PAIRS = [
     ("FLOAT16", "FLOAT"),
     ("BFLOAT16", "FLOAT"),
+    ("FLOAT16", "DOUBLE"),
     ("FLOAT16", "FLOAT8E4M3FN"),
     ("FLOAT16", "FLOAT16"),
     ("FLOAT16", "INT8"),
