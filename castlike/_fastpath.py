@@ -59,8 +59,8 @@ def take_tensors(
 def _first_tensor(x: Any, to: Any, options: tuple[Any, ...]) -> Any:
     """A tensor met before the torch backend loaded: load it (its import calls
     :func:`take_tensors`), and under torch.compile let it cast ``x`` as it casts every later
-    tensor.  Read through the module the import returns: Dynamo keeps the globals it read
-    before the import."""
+    tensor.  Read through the module the import returns: reading this module's globals again
+    after the import left Dynamo on the full path (as if it kept the values it read before)."""
     from .backends import torch as backend
 
     if type(x) is backend.torch.Tensor and backend.torch.compiler.is_compiling():
