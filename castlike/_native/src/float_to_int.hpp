@@ -10,7 +10,12 @@
 //   integer lanes (an ordered comparison's mask); then the frame packs 32 -> 16 -> 8 bits, which
 //   keeps every value here (they are in the target's range already).  Used where [lo, hi] lies
 //   within the target's range (always, for routes' bounds); otherwise the portable loop, whose
-//   narrowing then wraps.
+//   narrowing then wraps.  Where lo is the target's minimum, the AVX2 steps leave the clamp to
+//   lo out (kClampLow false): below it the conversion gives INT32's minimum or a smaller
+//   integer, and the saturating packs take that to the target's minimum (INT32 has no pack, and
+//   its minimum is the conversion's out-of-range value).  Not for UINT32, whose steps convert
+//   signed.  One vector operation of five per 8 lanes: FLOAT -> INT8/UINT8 1.13-1.16x faster
+//   with the input in the cache (Zen 3), the same where memory bounds the loop.
 // * FloatToSubByte: the optional clamp to [pre_lo, pre_hi] with Inf passing (the legacy range
 //   rule), rounding half to even by the rounding instruction's own mode (not MXCSR's) or
 //   toward zero by the conversion, the clamp to +-hi, the conversion, the low bits, NaN ->
@@ -79,7 +84,8 @@ inline int lane_of(W value) {
 
 #if defined(CASTLIKE_PACK_SIMD)
 //: FloatToInt's lanes.  kLimit: whether x >= limit gives hi_result (a finite limit).
-template <class F, class Out, bool kLimit>
+//: kClampLow: whether the lanes clamp to lo (the AVX-512 steps always do; see the top).
+template <class F, class Out, bool kLimit, bool kClampLow = true>
 struct FloatToIntLanes {
   using V = typename FloatVector<sizeof(F)>::V;
   using In = std::conditional_t<sizeof(F) == 4, uint32_t, uint64_t>;
@@ -159,7 +165,7 @@ struct FloatToIntLanes {
 #else
   VecI codes(const uint32_t* p) const {
     const __m256 x = _mm256_loadu_ps(reinterpret_cast<const float*>(p));
-    const __m256 v = _mm256_min_ps(_mm256_max_ps(x, lo), hi);
+    const __m256 v = _mm256_min_ps(kClampLow ? _mm256_max_ps(x, lo) : x, hi);
     __m256i w;
     if constexpr (std::is_same_v<Out, uint32_t>) {
       // No unsigned conversion: from 2**31 on, convert v - 2**31 (exact) and set the top bit.
@@ -178,7 +184,7 @@ struct FloatToIntLanes {
   __m128i half(const uint64_t* p) const {
     static_assert(!kLimit, "DOUBLE reaches every maximum of 32 bits or fewer");
     const __m256d x = _mm256_loadu_pd(reinterpret_cast<const double*>(p));
-    __m256d v = _mm256_min_pd(_mm256_max_pd(x, lo), hi);
+    __m256d v = _mm256_min_pd(kClampLow ? _mm256_max_pd(x, lo) : x, hi);
     v = _mm256_blendv_pd(nan_d, v, _mm256_cmp_pd(x, x, _CMP_ORD_Q));  // NaN's result, exact
     if constexpr (std::is_same_v<Out, uint32_t>) {
       // Truncate first, then convert v - 2**31 (an exact integer) and flip the top bit back.
@@ -435,6 +441,21 @@ void FloatToInt<F, Out>::run(Src bits, Out* dst, size_t n) const {
     const bool in_range = lo >= F(std::numeric_limits<Out>::min()) &&
                           hi <= F(std::numeric_limits<Out>::max());
     const bool limited = limit != std::numeric_limits<F>::infinity();
+#if defined(CASTLIKE_PACK_AVX2)
+    constexpr bool kPacksSaturateLow = !std::is_same_v<Out, uint32_t>;
+    if constexpr (kPacksSaturateLow) {
+      if (lo == F(std::numeric_limits<Out>::min()) && hi <= F(std::numeric_limits<Out>::max())) {
+        if (!limited) {
+          run_packed(bits, dst, n, FloatToIntLanes<F, Out, false, false>(*this), portable);
+          return;
+        }
+        if constexpr (sizeof(F) == 4) {
+          run_packed(bits, dst, n, FloatToIntLanes<F, Out, true, false>(*this), portable);
+          return;
+        }
+      }
+    }
+#endif
     if (in_range && !limited) {
       run_packed(bits, dst, n, FloatToIntLanes<F, Out, false>(*this), portable);
       return;
