@@ -441,30 +441,30 @@ void FloatToInt<F, Out>::run(Src bits, Out* dst, size_t n) const {
     const bool in_range = lo >= F(std::numeric_limits<Out>::min()) &&
                           hi <= F(std::numeric_limits<Out>::max());
     const bool limited = limit != std::numeric_limits<F>::infinity();
+    // The steps, with the clamp to lo or without it (see the top); false where there are none
+    // (DOUBLE with a finite limit).
+    const auto steps = [&](auto clamp_low) {
+      constexpr bool kClampLow = decltype(clamp_low)::value;
+      if (!limited) {
+        run_packed(bits, dst, n, FloatToIntLanes<F, Out, false, kClampLow>(*this), portable);
+        return true;
+      }
+      if constexpr (sizeof(F) == 4) {
+        run_packed(bits, dst, n, FloatToIntLanes<F, Out, true, kClampLow>(*this), portable);
+        return true;
+      }
+      return false;
+    };
 #if defined(CASTLIKE_PACK_AVX2)
-    constexpr bool kPacksSaturateLow = !std::is_same_v<Out, uint32_t>;
-    if constexpr (kPacksSaturateLow) {
-      if (lo == F(std::numeric_limits<Out>::min()) && hi <= F(std::numeric_limits<Out>::max())) {
-        if (!limited) {
-          run_packed(bits, dst, n, FloatToIntLanes<F, Out, false, false>(*this), portable);
-          return;
-        }
-        if constexpr (sizeof(F) == 4) {
-          run_packed(bits, dst, n, FloatToIntLanes<F, Out, true, false>(*this), portable);
-          return;
-        }
-      }
-    }
+    constexpr bool kPacksGiveLow = !std::is_same_v<Out, uint32_t>;  // UINT32 converts signed
+#else
+    constexpr bool kPacksGiveLow = false;  // the AVX-512 steps always clamp
 #endif
-    if (in_range && !limited) {
-      run_packed(bits, dst, n, FloatToIntLanes<F, Out, false>(*this), portable);
-      return;
-    }
-    if constexpr (sizeof(F) == 4) {
-      if (in_range) {
-        run_packed(bits, dst, n, FloatToIntLanes<F, Out, true>(*this), portable);
-        return;
+    if (in_range) {
+      if constexpr (kPacksGiveLow) {
+        if (lo == F(std::numeric_limits<Out>::min()) && steps(std::false_type{})) return;
       }
+      if (steps(std::true_type{})) return;
     }
 #endif
   }
