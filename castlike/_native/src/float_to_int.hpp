@@ -10,12 +10,13 @@
 //   integer lanes (an ordered comparison's mask); then the frame packs 32 -> 16 -> 8 bits, which
 //   keeps every value here (they are in the target's range already).  Used where [lo, hi] lies
 //   within the target's range (always, for routes' bounds); otherwise the portable loop, whose
-//   narrowing then wraps.  Where lo is the target's minimum, the AVX2 steps leave the clamp to
-//   lo out (kClampLow false): below it the conversion gives INT32's minimum or a smaller
-//   integer, and the saturating packs take that to the target's minimum (INT32 has no pack, and
-//   its minimum is the conversion's out-of-range value).  Not for UINT32, whose steps convert
-//   signed.  One vector operation of five per 8 lanes: FLOAT -> INT8/UINT8 1.13-1.16x faster
-//   with the input in the cache (Zen 3), the same where memory bounds the loop.
+//   narrowing then wraps.  Where lo is the target's minimum, the steps leave the clamp to lo
+//   out (kClampLow false): below it the conversion gives INT32's minimum or a smaller integer,
+//   and the saturating packs take that to the target's minimum (INT32 has no pack, and its
+//   minimum is the conversion's out-of-range value).  Not for UINT32, whose AVX2 steps convert
+//   signed and whose AVX-512 conversion gives 0xFFFFFFFF below -1.  One vector operation fewer:
+//   FLOAT -> INT8/UINT8 with the input in the cache 1.13-1.16x faster with AVX2 (Zen 3),
+//   1.03-1.05x with AVX-512 (Zen 4); the same where memory bounds the loop.
 // * FloatToSubByte: the optional clamp to [pre_lo, pre_hi] with Inf passing (the legacy range
 //   rule), rounding half to even by the rounding instruction's own mode (not MXCSR's) or
 //   toward zero by the conversion, the clamp to +-hi, the conversion, the low bits, NaN ->
@@ -84,7 +85,7 @@ inline int lane_of(W value) {
 
 #if defined(CASTLIKE_PACK_SIMD)
 //: FloatToInt's lanes.  kLimit: whether x >= limit gives hi_result (a finite limit).
-//: kClampLow: whether the lanes clamp to lo (the AVX-512 steps always do; see the top).
+//: kClampLow: whether the lanes clamp to lo (see the top).
 template <class F, class Out, bool kLimit, bool kClampLow = true>
 struct FloatToIntLanes {
   using V = typename FloatVector<sizeof(F)>::V;
@@ -134,7 +135,7 @@ struct FloatToIntLanes {
   VecI codes(const uint32_t* p) const {
     const __m512 x = _mm512_loadu_ps(p);
     const __mmask16 ordered = _mm512_cmp_ps_mask(x, x, _CMP_ORD_Q);
-    const __m512 v = min_ps(max_ps(x, lo), hi);  // NaN: masked below
+    const __m512 v = min_ps(kClampLow ? max_ps(x, lo) : x, hi);  // NaN: masked below
     __m512i w;
     if constexpr (std::is_same_v<Out, uint32_t>) {
       w = _mm512_mask_cvttps_epu32(nan, ordered, v);
@@ -149,7 +150,7 @@ struct FloatToIntLanes {
   __m256i half(const uint64_t* p) const {
     const __m512d x = _mm512_loadu_pd(p);
     const __mmask8 ordered = _mm512_cmp_pd_mask(x, x, _CMP_ORD_Q);
-    const __m512d v = min_pd(max_pd(x, lo), hi);
+    const __m512d v = min_pd(kClampLow ? max_pd(x, lo) : x, hi);
     __m256i w;
     if constexpr (std::is_same_v<Out, uint32_t>) {
       w = _mm512_mask_cvttpd_epu32(nan8, ordered, v);
@@ -455,11 +456,9 @@ void FloatToInt<F, Out>::run(Src bits, Out* dst, size_t n) const {
       }
       return false;
     };
-#if defined(CASTLIKE_PACK_AVX2)
-    constexpr bool kPacksGiveLow = !std::is_same_v<Out, uint32_t>;  // UINT32 converts signed
-#else
-    constexpr bool kPacksGiveLow = false;  // the AVX-512 steps always clamp
-#endif
+    // UINT32's steps convert signed (AVX2) or unsigned (AVX-512: a negative lane gives
+    // 0xFFFFFFFF): it needs the clamp.
+    constexpr bool kPacksGiveLow = !std::is_same_v<Out, uint32_t>;
     if (in_range) {
       if constexpr (kPacksGiveLow) {
         if (lo == F(std::numeric_limits<Out>::min()) && steps(std::false_type{})) return;

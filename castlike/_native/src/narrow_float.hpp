@@ -164,15 +164,26 @@ void Float32ToBFloat16<R>::run(Src src, uint16_t* dst, size_t n) const {
   run_packed(src, dst, n, BFloat16Lanes<R>(), bfloat16_from_float_bits<R>);
 }
 
-//: A step source (simd_pack.hpp; BFLOAT16) -> FLOAT16 on AVX2 in one pass: 8 FLOAT bits in a
-//: register, then F16C's conversion with an explicit round-to-nearest-even immediate, as
-//: float32_to_float16 does on FLOAT bits.  A BFLOAT16 signalling NaN reaches the conversion as
-//: it is, which quiets it as the exact widening would have.
+//: A step source (simd_pack.hpp; BFLOAT16) -> FLOAT16 in one pass: kLanes FLOAT bits in a
+//: register, then the conversion with an explicit round-to-nearest-even immediate, as float32_to_float16 does on FLOAT bits.  A BFLOAT16 signalling NaN reaches the
+//: conversion as it is, which quiets it as the exact widening would have.
 template <class Src>
 void Float32ToFloat16::run(Src src, uint16_t* dst, size_t n) const {
-  const PackRange r = pack_range(dst, n);  // steps of 16 results: whole steps of 8 here
+  const PackRange r = pack_range(dst, n);  // steps of 2 * kLanes results: whole steps of kLanes
   for (size_t i = 0; i < r.head; ++i) dst[i] = float16_rne_bits(bits_at(src, i));
-#if defined(CASTLIKE_PACK_AVX2)
+#if defined(CASTLIKE_PACK_AVX512)
+  for (size_t j = r.head; j < r.head + r.steps; j += 16) {
+    const __m512 v = _mm512_castsi512_ps(src.lanes(j));
+    const __m256i h =
+        _mm512_maskz_cvtps_ph(kAll16, v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256i* out = reinterpret_cast<__m256i*>(dst + j);
+    if (r.stream) {
+      _mm256_stream_si256(out, h);
+    } else {
+      _mm256_storeu_si256(out, h);
+    }
+  }
+#elif defined(CASTLIKE_PACK_AVX2)
   for (size_t j = r.head; j < r.head + r.steps; j += 8) {
     const __m256 v = _mm256_castsi256_ps(src.lanes(j));
     const __m128i h = _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);

@@ -70,6 +70,8 @@ inline void store(void* p, VecI v, bool stream) {
     _mm512_storeu_si512(p, v);
   }
 }
+//: One vector to `p`, aligned to kVecBytes.
+inline void store_aligned(void* p, VecI v) { _mm512_store_si512(p, v); }
 #elif defined(CASTLIKE_PACK_AVX2)
 using VecI = __m256i;
 constexpr size_t kVecBytes = 32;
@@ -84,6 +86,7 @@ inline void store(void* p, VecI v, bool stream) {
     _mm256_storeu_si256(static_cast<__m256i*>(p), v);
   }
 }
+inline void store_aligned(void* p, VecI v) { _mm256_store_si256(static_cast<__m256i*>(p), v); }
 #endif
 
 #if defined(CASTLIKE_PACK_SIMD)
@@ -205,12 +208,12 @@ inline void pack_steps(const In* src, Out* dst, size_t m, const Lanes& lanes, bo
 // registers: the source crosses memory once and no widened copy is written
 // (through_float.hpp passes one where the build has such steps: kRegisterSteps).  A step source
 // has `bits(i)` (element i's FLOAT bits, the portable form: the head and tail), `from(k)` (the
-// source from element k on) and, with AVX2, `lanes(i)` (elements i .. i + 8 in a register).
+// source from element k on) and, with SIMD, `lanes(i)` (elements i .. i + kLanes in a
+// register).
 
-//: Whether this build reads step sources in registers (measured on AVX2 only: the AVX-512
-//: build keeps the block widening, which no machine here could time or test).
+//: Whether this build reads step sources in registers.
 constexpr bool kRegisterSteps =
-#if defined(CASTLIKE_PACK_AVX2)
+#if defined(CASTLIKE_PACK_SIMD)
     true;
 #else
     false;
@@ -226,7 +229,16 @@ struct HalfSource {
   const uint16_t* p;
   uint32_t bits(size_t i) const { return half_to_float32_bits<H>(p[i]); }
   HalfSource from(size_t k) const { return {p + k}; }
-#if defined(CASTLIKE_PACK_AVX2)
+#if defined(CASTLIKE_PACK_AVX512)
+  __m512i lanes(size_t i) const {
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i));
+    if constexpr (std::is_same_v<H, Float16>) {
+      return _mm512_castps_si512(_mm512_maskz_cvtph_ps(kAll16, h));
+    } else {
+      return _mm512_maskz_slli_epi32(kAll16, _mm512_maskz_cvtepu16_epi32(kAll16, h), 16);
+    }
+  }
+#elif defined(CASTLIKE_PACK_AVX2)
   __m256i lanes(size_t i) const {
     const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i));
     if constexpr (std::is_same_v<H, Float16>) {
@@ -247,7 +259,25 @@ struct ClampedIntSource {
   I lo, hi;
   uint32_t bits(size_t i) const { return clamped_float32_bits(p[i], lo, hi); }
   ClampedIntSource from(size_t k) const { return {p + k, lo, hi}; }
-#if defined(CASTLIKE_PACK_AVX2)
+#if defined(CASTLIKE_PACK_AVX512)
+  __m512i lanes(size_t i) const {
+    __m512i v;
+    if constexpr (sizeof(I) == 2) {
+      const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i));
+      v = std::is_signed_v<I> ? _mm512_maskz_cvtepi16_epi32(kAll16, h)
+                              : _mm512_maskz_cvtepu16_epi32(kAll16, h);
+    } else {
+      v = _mm512_loadu_si512(p + i);
+    }
+    const __m512i low = _mm512_set1_epi32(int32_t(lo)), high = _mm512_set1_epi32(int32_t(hi));
+    if constexpr (std::is_signed_v<I>) {
+      v = _mm512_maskz_min_epi32(kAll16, _mm512_maskz_max_epi32(kAll16, v, low), high);
+    } else {
+      v = min_epu32(max_epu32(v, low), high);
+    }
+    return _mm512_castps_si512(_mm512_maskz_cvtepi32_ps(kAll16, v));  // within +-2**24: exact
+  }
+#elif defined(CASTLIKE_PACK_AVX2)
   __m256i lanes(size_t i) const {
     __m256i v;
     if constexpr (sizeof(I) == 2) {
@@ -288,7 +318,7 @@ inline S advance(const S& src, size_t k) {
   return src.from(k);
 }
 
-#if defined(CASTLIKE_PACK_AVX2)
+#if defined(CASTLIKE_PACK_SIMD)
 //: pack_steps on a step source: each step's FLOAT bits are made into a step-sized array that
 //: the family's lanes read (the compiler keeps it in registers where it can; in the
 //: first-level cache otherwise).
@@ -297,9 +327,7 @@ inline void pack_steps(const S& src, Out* dst, size_t m, const Lanes& lanes, boo
   constexpr size_t K = Pack<Out>::K;
   for (size_t i = 0; i < m; i += kStep<Out>) {
     alignas(kVecBytes) uint32_t bits[kStep<Out>];
-    for (size_t k = 0; k < K; ++k) {
-      _mm256_store_si256(reinterpret_cast<__m256i*>(bits + k * kLanes), src.lanes(i + k * kLanes));
-    }
+    for (size_t k = 0; k < K; ++k) store_aligned(bits + k * kLanes, src.lanes(i + k * kLanes));
     VecI codes[K];
     for (size_t k = 0; k < K; ++k) codes[k] = lanes.codes(bits + k * kLanes);
     store(dst + i, Pack<Out>::order(lanes.finish(Pack<Out>::pack(codes), bits)), stream);
