@@ -164,29 +164,83 @@ void table_steps(const Lookup& lookup, const Out* table, uint32_t mask, const ui
   end_stream(r.stream);
 }
 
-template <class Out, size_t kPairs>
-void table_lookup(const Out* table, uint32_t mask, const uint8_t* src, Out* dst, size_t n) {
-  table_steps(RegisterTable<Out, kPairs>(table, mask), table, mask, src, dst, n);
-}
-
-//: The fewest permutations that cover the mask's bits (or the sign-folded table).
-template <class Out>
-void table_lookup(const Out* table, uint32_t mask, const uint8_t* src, Out* dst, size_t n) {
+//: Calls `f` with the table's lookup in registers: the fewest permutations that cover the
+//: mask's bits (or the sign-folded table).
+template <class Out, class F>
+void with_register_table(const Out* table, uint32_t mask, const F& f) {
   constexpr size_t kEntries = TableWidth<Out>::kEntries;
   if (mask < kEntries) {
-    table_lookup<Out, 1>(table, mask, src, dst, n);
+    f(RegisterTable<Out, 1>(table, mask));
   } else if (mask < 2 * kEntries) {
-    table_lookup<Out, 2>(table, mask, src, dst, n);
+    f(RegisterTable<Out, 2>(table, mask));
   } else if (mask < 4 * kEntries) {
-    table_lookup<Out, 4>(table, mask, src, dst, n);
+    f(RegisterTable<Out, 4>(table, mask));
   } else if constexpr (std::is_same_v<Out, uint32_t>) {
     uint32_t odd = 0;
     if (mask == 0xFF && SignFoldedTable::folds(table, &odd)) {
-      table_steps(SignFoldedTable(table, odd), table, mask, src, dst, n);
+      f(SignFoldedTable(table, odd));
     } else {
-      table_lookup<Out, 8>(table, mask, src, dst, n);
+      f(RegisterTable<Out, 8>(table, mask));
     }
   }
+}
+
+template <class Out>
+void table_lookup(const Out* table, uint32_t mask, const uint8_t* src, Out* dst, size_t n) {
+  with_register_table(table, mask,
+                      [&](const auto& lookup) { table_steps(lookup, table, mask, src, dst, n); });
+}
+
+//: How a table of 64-bit entries is a table of 32-bit entries widened (`narrow`).
+enum class Widening { kNone, kFloatToDouble, kSignExtend };
+
+//: Which widening, if any, gives every entry of `table` (those the mask reaches) from a 32-bit
+//: entry, and those entries in `narrow` (256 of them, entry i at i & mask, as the registers
+//: read them).  FLOAT -> DOUBLE is the scalar conversion, which vcvtps2pd's lanes repeat (both
+//: exact, NaN quieted with its payload kept); it runs where the kernel runs, under FpEnvGuard.
+inline Widening narrow_table(const uint64_t* table, uint32_t mask, uint32_t* narrow) {
+  bool as_float = true, as_int = true;
+  for (uint32_t i = 0; i <= mask; ++i) {
+    const float f = static_cast<float>(bit_cast<double>(table[i]));
+    as_float = as_float && bit_cast<uint64_t>(static_cast<double>(f)) == table[i];
+    as_int = as_int && int64_t(table[i]) == int64_t(int32_t(uint32_t(table[i])));
+  }
+  const Widening widening = as_float ? Widening::kFloatToDouble
+                            : as_int ? Widening::kSignExtend
+                                     : Widening::kNone;
+  for (uint32_t i = 0; i < 256; ++i) {
+    const uint64_t entry = table[i & mask];
+    narrow[i] = widening == Widening::kFloatToDouble
+                    ? bit_cast<uint32_t>(static_cast<float>(bit_cast<double>(entry)))
+                    : uint32_t(entry);
+  }
+  return widening;
+}
+
+//: 64-bit results: the 32-bit entries' lookup in registers, each vector of 16 widened into two
+//: of 8.  False (nothing done) where no widening gives the table (the scalar gather then).
+inline bool wide_table_lookup(const uint64_t* table, uint32_t mask, const uint8_t* src,
+                              uint64_t* dst, size_t n) {
+  alignas(64) uint32_t narrow[256];
+  const Widening widening = narrow_table(table, mask, narrow);
+  if (widening == Widening::kNone) return false;
+  const auto widen = [widening](__m256i v) {
+    return widening == Widening::kFloatToDouble
+               ? _mm512_castpd_si512(_mm512_maskz_cvtps_pd(__mmask8(0xFF), _mm256_castsi256_ps(v)))
+               : _mm512_maskz_cvtepi32_epi64(__mmask8(0xFF), v);
+  };
+  with_register_table(narrow, mask, [&](const auto& lookup) {
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+      const __m512i v = lookup(src + i);
+      // The masked extraction for the low half too: GCC 12's cast reads an undefined register.
+      _mm512_storeu_si512(dst + i, widen(_mm512_maskz_extracti64x4_epi64(__mmask8(0xF), v, 0)));
+      _mm512_storeu_si512(dst + i + 8,
+                          widen(_mm512_maskz_extracti64x4_epi64(__mmask8(0xF), v, 1)));
+    }
+    for (; i < n; ++i) dst[i] = table[src[i] & mask];
+  });
+  return true;
 }
 #endif
 
@@ -282,7 +336,8 @@ inline void shuffle_lookup(const uint8_t* table, uint32_t mask, const uint8_t* s
 #endif
 
 //: Gather<uint8_t, Out>: the registers' lookup where the build has one (8-bit results with
-//: AVX-512 or AVX2, 16- and 32-bit results with AVX-512), with AVX2 a float source's 16-, 32-
+//: AVX-512 or AVX2, 16- and 32-bit results with AVX-512, 64-bit ones with AVX-512 where they are
+//: 32-bit entries widened), with AVX2 a float source's 16-, 32-
 //: and 64-bit float results by arithmetic where it gives the table (byte_float.hpp), else the
 //: scalar gather.
 template <class Out>
@@ -300,6 +355,8 @@ void map_byte_table(const void* in, void* out, size_t begin, size_t end, const P
     if constexpr (sizeof(Out) <= 4) {
       table_lookup<Out>(op.table, op.mask, src, dst, end - begin);
       return;
+    } else {
+      if (wide_table_lookup(op.table, op.mask, src, dst, end - begin)) return;
     }
 #elif defined(CASTLIKE_PACK_AVX2)
     if (byte_float_lookup<Out>(op.table, p, src, dst, end - begin)) return;
