@@ -698,9 +698,21 @@ inline size_t stream_bytes() {
   return bytes;
 }
 
+//: Streaming stores are weakly ordered: fence them once, after the last of a call's, before the
+//: call returns (and before the thread pool reports the chunk done).  (A fence per block of
+//: 1024 elements made DOUBLE -> FLOAT16 at 10**6 1.6x slower with AVX-512, Zen 4.)
+inline void end_stream(bool stream) {
+#if defined(__F16C__) || defined(__AVX512F__)
+  if (stream) _mm_sfence();
+#else
+  (void)stream;
+#endif
+}
+
 //: FLOAT bits -> FLOAT16 bits for [begin, end): with F16C, `vcvtps2ph` with an explicit
 //: round-to-nearest-even immediate (never MXCSR's mode); the tail through the portable form.
-//: `stream`: non-temporal stores (see stream_bytes), after a head that aligns the output.
+//: `stream`: non-temporal stores (see stream_bytes), after a head that aligns the output; the
+//: caller ends them (end_stream).
 inline void float32_to_float16(const uint32_t* src, uint16_t* dst, size_t begin, size_t end,
                                bool stream) {
   size_t i = begin;
@@ -738,7 +750,6 @@ inline void float32_to_float16(const uint32_t* src, uint16_t* dst, size_t begin,
     }
 #endif
   }
-  if (stream) _mm_sfence();  // before the call returns (and the pool reports the chunk done)
 #else
   (void)stream;
 #endif
@@ -748,8 +759,10 @@ inline void float32_to_float16(const uint32_t* src, uint16_t* dst, size_t begin,
 template <>
 void map_elements<Float32ToFloat16>(const void* in, void* out, size_t begin, size_t end,
                                     const Params&) {
+  const bool stream = (end - begin) * sizeof(uint16_t) >= stream_bytes();
   float32_to_float16(static_cast<const uint32_t*>(in), static_cast<uint16_t*>(out), begin, end,
-                     (end - begin) * sizeof(uint16_t) >= stream_bytes());
+                     stream);
+  end_stream(stream);
 }
 
 //: `m` FLOAT16 or BFLOAT16 (H) bits -> their FLOAT bits, exactly, stored as T (float, or

@@ -228,6 +228,7 @@ void DoubleToHalf<D, R>::block(const uint64_t* src, uint16_t* dst, size_t n) con
       float32_odd_block(src + i, odd, m);
       float32_to_float16(odd, dst + i, 0, m, stream);
     }
+    end_stream(stream);
   }
 #endif
 }

@@ -28,7 +28,7 @@
 
 namespace castlike {
 
-// stream_bytes(): kernels.hpp.
+// stream_bytes() and end_stream(): kernels.hpp.
 
 #if defined(CASTLIKE_PACK_AVX512)
 using VecI = __m512i;
@@ -359,16 +359,6 @@ inline PackRange pack_range(const Out* dst, size_t n) {
   (void)n;
 #endif
   return r;
-}
-
-//: Streaming stores are weakly ordered: fence them before the call returns (and before the
-//: thread pool reports the chunk done).
-inline void end_stream(bool stream) {
-#if defined(CASTLIKE_PACK_SIMD)
-  if (stream) _mm_sfence();
-#else
-  (void)stream;
-#endif
 }
 
 //: The whole of a kernel: head and tail through `one` (the portable form, on the source's bits),
