@@ -10,8 +10,8 @@
 // rounded to odd into FLOAT, then F16C's conversion with an explicit round-to-nearest-even
 // immediate.  The FLOAT bits stay in registers (one pass) for DOUBLE -> BFLOAT16 on both SIMD
 // levels and for DOUBLE -> FLOAT16 on AVX2, where they are rounded to odd in the DOUBLE's
-// integer bits (float32_odd_at8); the AVX-512 FLOAT16 kernel and the baseline go through a
-// block of FLOAT bits in the first-level cache.
+// integer bits (float32_odd_at8); the AVX-512 FLOAT16 kernel (rounding to odd by the
+// conversion) and the baseline go through a block of FLOAT bits in the first-level cache.
 #pragma once
 
 #include "kernels.hpp"
@@ -63,23 +63,6 @@ template <BFloat16Rounding R>
 struct BFloat16Lanes {};
 #endif
 
-#if defined(CASTLIKE_PACK_AVX512)
-//: DOUBLE -> BFLOAT16 in one pass: 16 DOUBLEs to FLOAT bits in registers (rounded to odd, or to
-//: nearest), then BFloat16Lanes' arithmetic.  (Measured at 10**7: a pass through a block of
-//: FLOAT bits in the first-level cache took 25% longer here.)
-template <BFloat16Rounding R>
-struct DoubleBFloat16Lanes {
-  BFloat16Lanes<R> bfloat16;
-  static __m256i float_bits8(const uint64_t* p) {
-    return R == BFloat16Rounding::kOnce ? float32_odd8(p) : float32_nearest8(p);
-  }
-  VecI codes(const uint64_t* p) const {
-    return bfloat16.from_bits(join(float_bits8(p), float_bits8(p + 8)));
-  }
-  VecI finish(VecI packed, const uint64_t*) const { return packed; }
-};
-#endif
-
 #if defined(CASTLIKE_PACK_SIMD)
 //: DOUBLE -> FLOAT by the conversion (round to nearest even under FpEnvGuard), as FLOAT bits.
 struct DoubleToFloatLanes {
@@ -104,32 +87,47 @@ struct DoubleToFloatLanes {
 struct DoubleToFloatLanes {};
 #endif
 
-#if defined(CASTLIKE_PACK_AVX2)
-//: FLOAT bits that carry a DOUBLE's single rounding to D (BFLOAT16, FLOAT16) on AVX2, 8 at a
-//: time: rounded to odd at D's precision plus two bits in the DOUBLE's integer bits, then
-//: converted (float32_odd_at8, which says why that is one rounding for these two targets).
+#if defined(CASTLIKE_PACK_SIMD)
+//: FLOAT bits that carry a DOUBLE's single rounding to D (BFLOAT16, FLOAT16), 8 at a time:
+//: rounded to odd at D's precision plus two bits in the DOUBLE's integer bits, then converted
+//: (float32_odd_at8, which says why that is one rounding for these two targets).
 template <class D>
 inline __m256 float32_odd_for8(const uint64_t* p) {
   return float32_odd_at8<D::M + 3>(p);
 }
 
-// DOUBLE -> BFLOAT16 and FLOAT16 in one pass on AVX2: 8 DOUBLEs to FLOAT bits in a register,
-// rounded to odd (float32_odd_for8) or to nearest, then the target's own step: BFloat16Lanes'
-// integer arithmetic, or F16C's conversion with an explicit round-to-nearest-even immediate.
+// DOUBLE -> BFLOAT16 (and FLOAT16 with AVX2) in one pass: kLanes DOUBLEs to FLOAT bits in a
+// register, rounded to odd (float32_odd_for8) or to nearest, then the target's own step:
+// BFloat16Lanes' integer arithmetic, or the conversion with an explicit round-to-nearest-even
+// immediate.
 // Measured on an AVX2-only AMD EPYC (Zen 3), one thread, 10**6 elements into a preallocated
 // output: rounding to odd in the integer bits took 0.81x (BFLOAT16) and 0.74x (FLOAT16) the
-// time of the conversion there and back under MXCSR's round toward zero (docs/performance.rst).
+// time of the conversion there and back under MXCSR's round toward zero (docs/performance.rst);
+// with AVX-512 on Zen 4, BFLOAT16 0.95x the time of the conversion with the rounding toward
+// zero named in the instruction (a pass through a block of FLOAT bits in the first-level cache
+// took 25% longer at 10**7 there); FLOAT16 keeps that block with AVX-512 (DoubleToHalf).
 template <BFloat16Rounding R>
 struct DoubleBFloat16Lanes {
   BFloat16Lanes<R> bfloat16;
+#if defined(CASTLIKE_PACK_AVX512)
+  static __m256i float_bits8(const uint64_t* p) {
+    return R == BFloat16Rounding::kOnce ? _mm256_castps_si256(float32_odd_for8<BFloat16>(p))
+                                        : float32_nearest8(p);
+  }
+  VecI codes(const uint64_t* p) const {
+    return bfloat16.from_bits(join(float_bits8(p), float_bits8(p + 8)));
+  }
+#else
   VecI codes(const uint64_t* p) const {
     return bfloat16.from_bits(R == BFloat16Rounding::kOnce
                                   ? _mm256_castps_si256(float32_odd_for8<BFloat16>(p))
                                   : DoubleToFloatLanes().codes(p));
   }
+#endif
   VecI finish(VecI packed, const uint64_t*) const { return packed; }
 };
 
+#if defined(CASTLIKE_PACK_AVX2)
 //: m a multiple of 8.
 inline void float16_of_double_steps(const uint64_t* src, uint16_t* dst, size_t m, bool stream) {
   for (size_t j = 0; j < m; j += 8) {
@@ -143,6 +141,7 @@ inline void float16_of_double_steps(const uint64_t* src, uint16_t* dst, size_t m
     }
   }
 }
+#endif
 #endif
 
 inline void Convert<double, float>::block(const double* src, float* dst, size_t n) const {
@@ -201,25 +200,23 @@ void Float32ToFloat16::run(Src src, uint16_t* dst, size_t n) const {
 
 template <class D, BFloat16Rounding R>
 void DoubleToHalf<D, R>::block(const uint64_t* src, uint16_t* dst, size_t n) const {
-#if defined(CASTLIKE_PACK_AVX2)
-  const PackRange r = pack_range(dst, n);
-  for (size_t i = 0; i < r.head; ++i) dst[i] = (*this)(src[i]);
   if constexpr (std::is_same_v<D, BFloat16>) {
-    pack_steps(src + r.head, dst + r.head, r.steps, DoubleBFloat16Lanes<R>(), r.stream);
-  } else {
-    float16_of_double_steps(src + r.head, dst + r.head, r.steps, r.stream);
-  }
-  for (size_t i = r.head + r.steps; i < n; ++i) dst[i] = (*this)(src[i]);
-  end_stream(r.stream);
-#else
-  if constexpr (std::is_same_v<D, BFloat16>) {
-#if defined(CASTLIKE_PACK_AVX512)
-    run_packed(src, dst, n, DoubleBFloat16Lanes<R>(), [this](uint64_t bits) { return (*this)(bits); });
+#if defined(CASTLIKE_PACK_SIMD)
+    const auto one = [this](uint64_t bits) { return (*this)(bits); };
+    run_packed(src, dst, n, DoubleBFloat16Lanes<R>(), one);
 #else
     const bool nearest = R != BFloat16Rounding::kOnce;
     run_packed_from_double(src, dst, n, nearest, BFloat16Lanes<R>(), bfloat16_from_float_bits<R>);
 #endif
   } else {
+#if defined(CASTLIKE_PACK_AVX2)
+    const PackRange r = pack_range(dst, n);
+    for (size_t i = 0; i < r.head; ++i) dst[i] = (*this)(src[i]);
+    float16_of_double_steps(src + r.head, dst + r.head, r.steps, r.stream);
+    for (size_t i = r.head + r.steps; i < n; ++i) dst[i] = (*this)(src[i]);
+    end_stream(r.stream);
+#else
+    // AVX-512 too: one pass as above measured 0.92x this block's speed in the cache (Zen 4).
     constexpr size_t kBlock = 1024;
     alignas(64) uint32_t odd[kBlock];
     const bool stream = n * sizeof(uint16_t) >= stream_bytes();
@@ -229,8 +226,8 @@ void DoubleToHalf<D, R>::block(const uint64_t* src, uint16_t* dst, size_t n) con
       float32_to_float16(odd, dst + i, 0, m, stream);
     }
     end_stream(stream);
-  }
 #endif
+  }
 }
 
 }  // namespace castlike

@@ -392,6 +392,18 @@ inline __m256i float32_odd8(const uint64_t* p) {
 inline __m256i float32_nearest8(const uint64_t* p) {
   return _mm256_castps_si256(_mm512_maskz_cvtpd_ps(__mmask8(0xFF), _mm512_loadu_pd(p)));
 }
+//: 8 DOUBLEs -> FLOAT bits, first rounded to odd at kBits significant bits in their integer
+//: bits: the AVX2 form below says how, and when that carries one rounding.
+template <int kBits>
+inline __m256 float32_odd_at8(const uint64_t* p) {
+  static_assert(kBits >= 2 && kBits <= 24, "a FLOAT precision");
+  const __m512i below = _mm512_set1_epi64((int64_t{1} << (53 - kBits)) - 1);
+  const __m512i b = _mm512_loadu_si512(p);
+  const __m512i sticky = _mm512_add_epi64(_mm512_and_si512(b, below), below);
+  const __m512i odd =
+      _mm512_maskz_andnot_epi64(__mmask8(0xFF), below, _mm512_or_si512(b, sticky));
+  return _mm512_maskz_cvtpd_ps(__mmask8(0xFF), _mm512_castsi512_pd(odd));
+}
 #endif
 
 #if defined(CASTLIKE_PACK_AVX2)
