@@ -700,7 +700,7 @@ inline size_t stream_bytes() {
 
 //: Streaming stores are weakly ordered: fence them once, after the last of a call's, before the
 //: call returns (and before the thread pool reports the chunk done).  (A fence per block of
-//: 1024 elements made DOUBLE -> FLOAT16 at 10**6 1.6x slower with AVX-512, Zen 4.)
+//: 1024 elements made DOUBLE -> FLOAT16 at 10**6 1.2-1.4x slower with AVX-512, Zen 4.)
 inline void end_stream(bool stream) {
 #if defined(__F16C__) || defined(__AVX512F__)
   if (stream) _mm_sfence();

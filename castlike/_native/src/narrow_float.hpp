@@ -164,8 +164,9 @@ void Float32ToBFloat16<R>::run(Src src, uint16_t* dst, size_t n) const {
 }
 
 //: A step source (simd_pack.hpp; BFLOAT16) -> FLOAT16 in one pass: kLanes FLOAT bits in a
-//: register, then the conversion with an explicit round-to-nearest-even immediate, as float32_to_float16 does on FLOAT bits.  A BFLOAT16 signalling NaN reaches the
-//: conversion as it is, which quiets it as the exact widening would have.
+//: register, then the conversion with an explicit round-to-nearest-even immediate, as
+//: float32_to_float16 does on FLOAT bits.  A BFLOAT16 signalling NaN reaches the conversion as
+//: it is, which quiets it as the exact widening would have.
 template <class Src>
 void Float32ToFloat16::run(Src src, uint16_t* dst, size_t n) const {
   const PackRange r = pack_range(dst, n);  // steps of 2 * kLanes results: whole steps of kLanes

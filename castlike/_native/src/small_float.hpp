@@ -236,8 +236,8 @@ struct SmallFloat {
     } else if constexpr ((Flags & (kNearestFloatFirst | kInfIsNan)) == 0) {
       // Rounded to odd in the steps (DoubleOddSource): no block of FLOAT bits, no second
       // conversion.  kInfIsNan must tell a finite DOUBLE beyond FLOAT's range from Inf, which
-      // that source does not.  (AVX-512 keeps the block: such steps measured 0.92x its speed
-      // on Zen 4.)
+      // that source does not.  (AVX-512 keeps the block: such steps measured 0.92-0.93x its
+      // speed on Zen 4.)
       run(DoubleOddSource{src}, dst, n);
 #endif
     } else {
