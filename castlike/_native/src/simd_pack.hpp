@@ -388,6 +388,22 @@ inline __m256i float32_odd8(const uint64_t* p) {
   const __m256i bits = _mm256_castps_si256(truncated);
   return _mm256_mask_or_epi32(bits, inexact, bits, _mm256_set1_epi32(1));
 }
+//: float32_odd8 for the targets that give +-0 for every value below 2**-126 (FLOAT16; the small
+//: floats keep the block, whose steps measured no faster): there the truncating conversion is
+//: inexact exactly where the DOUBLE has a bit below FLOAT's 24 (its 29 low mantissa bits), which
+//: one test tells without converting back.
+//: Below 2**-126 (FLOAT's subnormals, whose quantum is coarser) the last bit may differ from
+//: float32_odd8's, where such a target cannot tell, and so may a NaN's last payload bit (a NaN
+//: stays a NaN with its sign and top payload bits); Inf and the values beyond FLOAT's range come
+//: out as float32_odd8 gives them (Inf, FLOAT's largest value).
+inline __m256i float32_odd8_above_subnormals(const uint64_t* p) {
+  const __m512i b = _mm512_loadu_si512(p);
+  const __m256 truncated = _mm512_maskz_cvt_roundpd_ps(__mmask8(0xFF), _mm512_castsi512_pd(b),
+                                                       _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+  const __mmask8 inexact = _mm512_test_epi64_mask(b, _mm512_set1_epi64((int64_t{1} << 29) - 1));
+  const __m256i bits = _mm256_castps_si256(truncated);
+  return _mm256_mask_or_epi32(bits, inexact, bits, _mm256_set1_epi32(1));
+}
 //: 8 DOUBLEs -> their nearest FLOATs' bits.
 inline __m256i float32_nearest8(const uint64_t* p) {
   return _mm256_castps_si256(_mm512_maskz_cvtpd_ps(__mmask8(0xFF), _mm512_loadu_pd(p)));
