@@ -163,6 +163,20 @@ void Float32ToBFloat16<R>::run(Src src, uint16_t* dst, size_t n) const {
   run_packed(src, dst, n, BFloat16Lanes<R>(), bfloat16_from_float_bits<R>);
 }
 
+#if defined(CASTLIKE_PACK_AVX512)
+//: 16 FLOATs -> FLOAT16 bits at `dst` (rounded to nearest even by the instruction's immediate,
+//: never MXCSR's mode), streamed or stored as usual.
+inline void store_float16_step(uint16_t* dst, __m512 v, bool stream) {
+  const __m256i h = _mm512_maskz_cvtps_ph(kAll16, v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256i* out = reinterpret_cast<__m256i*>(dst);
+  if (stream) {
+    _mm256_stream_si256(out, h);
+  } else {
+    _mm256_storeu_si256(out, h);
+  }
+}
+#endif
+
 //: A step source (simd_pack.hpp; BFLOAT16) -> FLOAT16 in one pass: kLanes FLOAT bits in a
 //: register, then the conversion with an explicit round-to-nearest-even immediate, as
 //: float32_to_float16 does on FLOAT bits.  A BFLOAT16 signalling NaN reaches the conversion as
@@ -173,15 +187,7 @@ void Float32ToFloat16::run(Src src, uint16_t* dst, size_t n) const {
   for (size_t i = 0; i < r.head; ++i) dst[i] = float16_rne_bits(bits_at(src, i));
 #if defined(CASTLIKE_PACK_AVX512)
   for (size_t j = r.head; j < r.head + r.steps; j += 16) {
-    const __m512 v = _mm512_castsi512_ps(src.lanes(j));
-    const __m256i h =
-        _mm512_maskz_cvtps_ph(kAll16, v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256i* out = reinterpret_cast<__m256i*>(dst + j);
-    if (r.stream) {
-      _mm256_stream_si256(out, h);
-    } else {
-      _mm256_storeu_si256(out, h);
-    }
+    store_float16_step(dst + j, _mm512_castsi512_ps(src.lanes(j)), r.stream);
   }
 #elif defined(CASTLIKE_PACK_AVX2)
   for (size_t j = r.head; j < r.head + r.steps; j += 8) {
@@ -225,14 +231,7 @@ void DoubleToHalf<D, R>::block(const uint64_t* src, uint16_t* dst, size_t n) con
     for (size_t j = r.head; j < r.head + r.steps; j += 16) {
       const __m512 odd = _mm512_castsi512_ps(join(float32_odd8_above_subnormals(src + j),
                                                   float32_odd8_above_subnormals(src + j + 8)));
-      const __m256i h =
-          _mm512_maskz_cvtps_ph(kAll16, odd, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-      __m256i* out = reinterpret_cast<__m256i*>(dst + j);
-      if (r.stream) {
-        _mm256_stream_si256(out, h);
-      } else {
-        _mm256_storeu_si256(out, h);
-      }
+      store_float16_step(dst + j, odd, r.stream);
     }
     for (size_t i = r.head + r.steps; i < n; ++i) dst[i] = (*this)(src[i]);
     end_stream(r.stream);
