@@ -242,8 +242,9 @@ struct SmallFloat {
 #endif
     } else {
       const auto one = [this](uint32_t bits) { return k.template one<Flags>(bits); };
-      run_packed_from_double(src, dst, n, (Flags & kNearestFloatFirst) != 0,
-                             SmallFloatLanes<Flags>(k), one);
+      // Every small float gives +-0 below 2**-126: the cheaper rounding to odd serves.
+      run_packed_from_double<true>(src, dst, n, (Flags & kNearestFloatFirst) != 0,
+                                   SmallFloatLanes<Flags>(k), one);
     }
   }
   //: FLOAT bits from `src`: a pointer to them, or a step source (simd_pack.hpp).
