@@ -194,52 +194,115 @@ void table_lookup(const Out* table, uint32_t mask, const uint8_t* src, Out* dst,
 //: How a table of 64-bit entries is a table of 32-bit entries widened (`narrow`).
 enum class Widening { kNone, kFloatToDouble, kSignExtend };
 
-//: Which widening, if any, gives every entry of `table` (those the mask reaches) from a 32-bit
-//: entry, and those entries in `narrow` (256 of them, entry i at i & mask, as the registers
-//: read them).  FLOAT -> DOUBLE is the scalar conversion, which vcvtps2pd's lanes repeat (both
-//: exact, NaN quieted with its payload kept); it runs where the kernel runs, under FpEnvGuard.
-inline Widening narrow_table(const uint64_t* table, uint32_t mask, uint32_t* narrow) {
-  bool as_float = true, as_int = true;
-  for (uint32_t i = 0; i <= mask; ++i) {
-    const float f = static_cast<float>(bit_cast<double>(table[i]));
-    as_float = as_float && bit_cast<uint64_t>(static_cast<double>(f)) == table[i];
-    as_int = as_int && int64_t(table[i]) == int64_t(int32_t(uint32_t(table[i])));
+//: The entries that sign extension does not give (FLOAT8E5M2's two Infs into INT64: the largest
+//: and smallest INT64), at most kMost of them: each has a 32-bit stand-in that no other entry
+//: has, which the widened lanes are compared with and replaced where equal (two operations a
+//: vector of 8 an exception, half of what comparing the index bytes takes).
+struct WideExceptions {
+  static constexpr int kMost = 2;
+  int count = 0;
+  __m512i stand_in[kMost], value[kMost];
+
+  __m512i patch(__m512i v) const {
+    for (int k = 0; k < count; ++k) {
+      v = _mm512_mask_mov_epi64(v, _mm512_cmpeq_epi64_mask(v, stand_in[k]), value[k]);
+    }
+    return v;
   }
-  const Widening widening = as_float ? Widening::kFloatToDouble
-                            : as_int ? Widening::kSignExtend
-                                     : Widening::kNone;
+};
+
+//: Which widening gives every entry of `table` (those the mask reaches) from a 32-bit entry,
+//: sign extension with at most WideExceptions::kMost exceptions, and those 32-bit entries in
+//: `narrow` (256 of them, entry i at i & mask, as the registers read them; an exception's
+//: stand-in there).  FLOAT -> DOUBLE is the scalar conversion, which vcvtps2pd's lanes repeat
+//: (both exact, NaN quieted with its payload kept); it runs where the kernel runs, under
+//: FpEnvGuard.
+inline Widening narrow_table(const uint64_t* table, uint32_t mask, uint32_t* narrow,
+                             WideExceptions* exceptions) {
+  const auto sign_extends = [](uint64_t entry) {
+    return int64_t(entry) == int64_t(int32_t(uint32_t(entry)));
+  };
+  bool as_float = true;
+  uint32_t odd[WideExceptions::kMost];
+  int n_odd = 0;
+  for (uint32_t i = 0; i <= mask; ++i) {
+    if (as_float) {  // (after the first entry that fails, the rest need not be converted)
+      const float f = static_cast<float>(bit_cast<double>(table[i]));
+      as_float = bit_cast<uint64_t>(static_cast<double>(f)) == table[i];
+    }
+    if (!sign_extends(table[i]) && n_odd++ < WideExceptions::kMost) odd[n_odd - 1] = i;
+  }
+  const Widening widening = as_float                         ? Widening::kFloatToDouble
+                            : n_odd <= WideExceptions::kMost ? Widening::kSignExtend
+                                                             : Widening::kNone;
+  uint32_t stand_in[WideExceptions::kMost];
+  if (widening == Widening::kSignExtend) {
+    // Stand-ins from INT32_MIN up that no entry (nor an earlier stand-in) has: entries that
+    // sign-extend are at most 256, so one is found within 256 + kMost tries.
+    uint32_t candidate = 0x80000000u;
+    for (int k = 0; k < n_odd; ++k, ++candidate) {
+      const auto taken = [&](uint32_t c) {
+        for (uint32_t i = 0; i <= mask; ++i) {
+          if (sign_extends(table[i]) && uint32_t(table[i]) == c) return true;
+        }
+        return false;
+      };
+      while (taken(candidate)) ++candidate;
+      stand_in[k] = candidate;
+      exceptions->stand_in[k] = _mm512_set1_epi64(int64_t(int32_t(candidate)));
+      exceptions->value[k] = _mm512_set1_epi64(int64_t(table[odd[k]]));
+    }
+    exceptions->count = n_odd;
+  }
   for (uint32_t i = 0; i < 256; ++i) {
     const uint64_t entry = table[i & mask];
     narrow[i] = widening == Widening::kFloatToDouble
                     ? bit_cast<uint32_t>(static_cast<float>(bit_cast<double>(entry)))
                     : uint32_t(entry);
+    for (int k = 0; k < exceptions->count; ++k) {
+      if ((i & mask) == odd[k]) narrow[i] = stand_in[k];
+    }
   }
   return widening;
 }
 
 //: 64-bit results: the 32-bit entries' lookup in registers, each vector of 16 widened into two
-//: of 8.  False (nothing done) where no widening gives the table (the scalar gather then).
+//: of 8, and the exceptions written over them.  False (nothing done) where no widening gives
+//: the table (the scalar gather then).
 inline bool wide_table_lookup(const uint64_t* table, uint32_t mask, const uint8_t* src,
                               uint64_t* dst, size_t n) {
   alignas(64) uint32_t narrow[256];
-  const Widening widening = narrow_table(table, mask, narrow);
+  WideExceptions exceptions;
+  const Widening widening = narrow_table(table, mask, narrow, &exceptions);
   if (widening == Widening::kNone) return false;
-  const auto widen = [widening](__m256i v) {
-    return widening == Widening::kFloatToDouble
-               ? _mm512_castpd_si512(_mm512_maskz_cvtps_pd(__mmask8(0xFF), _mm256_castsi256_ps(v)))
-               : _mm512_maskz_cvtepi32_epi64(__mmask8(0xFF), v);
+  // One loop per way of widening, so that nothing of the choice is read again in the steps.
+  const auto steps = [&](const auto& widen) {
+    with_register_table(narrow, mask, [&](const auto& lookup) {
+      size_t i = 0;
+      for (; i + 16 <= n; i += 16) {
+        const __m512i v = lookup(src + i);
+        // The masked extraction for the low half too: GCC 12's cast reads an undefined register.
+        const __m256i low = _mm512_maskz_extracti64x4_epi64(__mmask8(0xF), v, 0);
+        const __m256i high = _mm512_maskz_extracti64x4_epi64(__mmask8(0xF), v, 1);
+        _mm512_storeu_si512(dst + i, widen(low));
+        _mm512_storeu_si512(dst + i + 8, widen(high));
+      }
+      for (; i < n; ++i) dst[i] = table[src[i] & mask];
+    });
   };
-  with_register_table(narrow, mask, [&](const auto& lookup) {
-    size_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-      const __m512i v = lookup(src + i);
-      // The masked extraction for the low half too: GCC 12's cast reads an undefined register.
-      _mm512_storeu_si512(dst + i, widen(_mm512_maskz_extracti64x4_epi64(__mmask8(0xF), v, 0)));
-      _mm512_storeu_si512(dst + i + 8,
-                          widen(_mm512_maskz_extracti64x4_epi64(__mmask8(0xF), v, 1)));
-    }
-    for (; i < n; ++i) dst[i] = table[src[i] & mask];
-  });
+  const auto sign_extend = [](__m256i v) {
+    return _mm512_maskz_cvtepi32_epi64(__mmask8(0xFF), v);
+  };
+  if (widening == Widening::kFloatToDouble) {
+    steps([](__m256i v) {
+      return _mm512_castpd_si512(_mm512_maskz_cvtps_pd(__mmask8(0xFF), _mm256_castsi256_ps(v)));
+    });
+  } else if (exceptions.count == 0) {
+    steps(sign_extend);
+  } else {
+    const WideExceptions patch = exceptions;
+    steps([&](__m256i v) { return patch.patch(sign_extend(v)); });
+  }
   return true;
 }
 #endif
