@@ -8,6 +8,7 @@ Everything here works on NumPy arrays on the host: backends' results are brought
 from __future__ import annotations
 
 import hashlib
+import importlib
 import itertools
 import math
 import os
@@ -17,10 +18,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
 
+from . import _native
 from ._cache import default_cache_dir
 from .backends.numpy import ADAPTER as NUMPY
 from .backends.numpy import NUMPY_DTYPES
@@ -32,6 +35,7 @@ from .spec.types import TYPES, OnnxType, Special, TypeSpec
 __all__ = [
     "EXACT_METHODS",
     "MEMORY_LAYOUTS",
+    "NO_BF16",
     "Mismatch",
     "all_modes",
     "assert_cast_equal",
@@ -41,6 +45,8 @@ __all__ = [
     "default_cache_dir",
     "exhaustive_inputs",
     "fresh_caches",
+    "kernel_variant",
+    "kernel_variants",
     "memory_layouts",
     "numeric_types",
     "oracle_bits",
@@ -108,6 +114,40 @@ def fresh_caches() -> Iterator[None]:
             yield
     finally:
         clear_caches()
+
+
+#: The kernel variant of the AVX-512 level with its AVX512-BF16 steps turned off.
+NO_BF16 = "avx512-no-bf16"
+
+
+def kernel_variants() -> list[str]:
+    """The native kernel levels this CPU runs (:func:`castlike._native.available_levels`), and
+    ``"avx512-no-bf16"`` where the AVX-512 kernels use AVX512-BF16's conversion on this CPU:
+    the steps that other AVX-512 CPUs run instead, which :func:`kernel_variant` turns on.
+    Those steps exist for BFLOAT16 results only."""
+    levels = _native.available_levels()
+    if (
+        "avx512" in levels
+        and importlib.import_module("castlike._native._avx512")._bfloat16_instructions()
+    ):
+        levels.append(NO_BF16)
+    return levels
+
+
+@contextmanager
+def kernel_variant(name: str) -> Iterator[ModuleType]:
+    """The kernel module of a :func:`kernel_variants` name, with that variant in force in the
+    whole process until the block ends."""
+    level = "avx512" if name == NO_BF16 else name
+    module = importlib.import_module(f"castlike._native._{level}")
+    if name != NO_BF16:
+        yield module
+        return
+    module._bfloat16_instructions(False)
+    try:
+        yield module
+    finally:
+        module._bfloat16_instructions(True)
 
 
 def _unaligned(base: np.ndarray) -> np.ndarray:

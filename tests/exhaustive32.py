@@ -12,9 +12,11 @@ against the pure engine (which the exhaustive and curated tests hold to the orac
 ``nox -s exhaustive32``; exits 1 on the first mismatch, naming the input.
 
 Every CPU level this machine runs is checked in the same pass (the pure engine's result of a
-block is computed once and compared with each level's kernel); ``--level`` picks one.
+block is computed once and compared with each level's kernel); ``--level`` picks one.  Where the
+AVX-512 kernels use AVX512-BF16's conversion, the BFLOAT16 casts are checked once more with it
+turned off (``avx512-no-bf16``: the steps other AVX-512 CPUs run).
 
-Usage: ``python tests/exhaustive32.py [--level all|baseline|avx2|avx512] [--stride 1]
+Usage: ``python tests/exhaustive32.py [--level all|baseline|avx2|avx512|avx512-no-bf16] [--stride 1]
 [--workers 2] [--target FLOAT8E4M3FN ...] [--skip-random] [--skip-float]``: ``--stride k``
 checks every k-th block of 2**22 inputs, for a quick run; ``--target`` checks those targets
 only; ``--skip-random`` leaves out the 64-bit sources and ``--skip-float`` the FLOAT ones.
@@ -24,7 +26,6 @@ Casts that no kernel takes (the pure engine casts them, see docs/performance.rst
 from __future__ import annotations
 
 import argparse
-import importlib
 import multiprocessing
 import os
 import sys
@@ -35,13 +36,21 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from castlike import _native
 from castlike._native import routes
 from castlike.backends.numpy import ADAPTER as NUMPY
 from castlike.backends.numpy import NUMPY_DTYPES
 from castlike.spec.rules import Mode, canonical_mode
 from castlike.spec.types import OnnxType, TypeSpec, spec_of
-from castlike.testing import all_modes, compare_bits, mode_id, numeric_types, random_inputs
+from castlike.testing import (
+    NO_BF16,
+    all_modes,
+    compare_bits,
+    kernel_variant,
+    kernel_variants,
+    mode_id,
+    numeric_types,
+    random_inputs,
+)
 
 BLOCK = 1 << 22
 #: Patterns per job (64 jobs cover the 2**32).
@@ -106,8 +115,10 @@ def _check(
     """'' when the kernel of every level equals the pure engine on ``x``, else a description."""
     kernels = {}
     for level in levels:
-        module = importlib.import_module(f"castlike._native._{level}")
-        kernel = routes.kernel_for(module, source, target, mode)
+        if level == NO_BF16 and target.name != "BFLOAT16":
+            continue  # the same steps as at avx512 (only BFLOAT16 results have others)
+        with kernel_variant(level) as module:
+            kernel = routes.kernel_for(module, source, target, mode)
         if kernel is not None:  # else the pure engine casts this one itself
             kernels[level] = kernel
     if not kernels:
@@ -116,7 +127,8 @@ def _check(
     pure = np.asarray(NUMPY.engine().cast_pure(x, plan))
     out = _output(x.shape, NUMPY_DTYPES[OnnxType(target.code)])
     for level, kernel in kernels.items():
-        kernel(x, out, 1)
+        with kernel_variant(level):
+            kernel(x, out, 1)
         if np.array_equal(_words(out), _words(pure)):
             continue
         expected = NUMPY.bits(pure, target).astype(np.uint64)
@@ -152,7 +164,7 @@ def _random_job(args: tuple[tuple[str, ...], str, str, Mode]) -> tuple[str, str,
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    available = _native.available_levels()
+    available = kernel_variants()
     parser.add_argument("--level", default="all", choices=["all", *available])
     parser.add_argument("--stride", type=int, default=1)
     parser.add_argument("--workers", type=int, default=len(os.sched_getaffinity(0)))

@@ -10,11 +10,11 @@ the kernels.
 
 from __future__ import annotations
 
-import importlib
 import os
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import replace
 from functools import lru_cache
 from types import ModuleType, SimpleNamespace
@@ -35,6 +35,8 @@ from castlike.testing import (
     curated_inputs,
     exhaustive_inputs,
     fresh_caches,
+    kernel_variant,
+    kernel_variants,
     memory_layouts,
     mode_id,
     numeric_types,
@@ -57,11 +59,16 @@ _SMALL_FLOATS = [t.name for t in TYPES if t.is_float and t.storage_bits == 8]
 _SIMD_TARGETS = [*_SMALL_FLOATS, "INT8", "UINT8", "INT16", "UINT16", "INT32", "UINT32"]
 _SIMD_TARGETS += ["INT64", "UINT64", "INT4", "UINT4", "INT2", "UINT2", "BFLOAT16", "FLOAT16"]
 # The sources whose kernels run SIMD steps: the floats into every SIMD target, and the 16- and
-# 32-bit integers (clamped into FLOAT's exact range in the steps) into the small floats.
+# 32-bit integers (clamped into FLOAT's exact range in the steps) into the small floats and
+# FLOAT16 (and some into BFLOAT16, below).
 _STEP_SOURCES = ("FLOAT", "DOUBLE", "FLOAT16", "BFLOAT16")
 _STEP_INTEGERS = ("INT16", "UINT16", "INT32", "UINT32")
 _STEP_CASES = [(s, t) for s in _STEP_SOURCES for t in _SIMD_TARGETS]
 _STEP_CASES += [(s, t) for s in _STEP_INTEGERS for t in _SMALL_FLOATS]
+# The integers of 8 to 32 bits into FLOAT16 (clamped, exact in FLOAT), and those of 8 and 16
+# bits into BFLOAT16, run the halves' own steps on them.
+_STEP_CASES += [(s, "FLOAT16") for s in ("INT8", "UINT8", *_STEP_INTEGERS)]
+_STEP_CASES += [(s, "BFLOAT16") for s in ("INT8", "UINT8", "INT16", "UINT16")]
 
 
 def _modes(source: TypeSpec, target: TypeSpec) -> list[Mode]:
@@ -88,9 +95,13 @@ def _case_id(case: tuple[TypeSpec, TypeSpec, Mode]) -> str:
     return f"{s.name}-{t.name}-{mode_id(m)}"
 
 
-@pytest.fixture(scope="module", params=LEVELS)
-def level_module(request: pytest.FixtureRequest) -> ModuleType:
-    return importlib.import_module(f"castlike._native._{request.param}")
+@pytest.fixture(scope="module", params=kernel_variants())
+def level_module(request: pytest.FixtureRequest) -> Iterator[ModuleType]:
+    """Each level's module, and the AVX-512 one with its AVX512-BF16 steps off where this CPU
+    has them (for the whole worker process while its tests run: any cast made meanwhile gives
+    the same bits by the integer steps)."""
+    with kernel_variant(request.param) as module:
+        yield module
 
 
 def _pure(x: np.ndarray, source: TypeSpec, target: TypeSpec, mode: Mode) -> np.ndarray:
@@ -356,6 +367,21 @@ def test_small_float_kernel_refuses_bad_constants(change: dict[str, object], mes
         module.Kernel(name)  # nothing given
 
 
+@pytest.mark.parametrize("target_name", ["FLOAT16", "FLOAT8E4M3FN"])
+@pytest.mark.parametrize(("ilo", "ihi"), [(-(2**24) - 1, 0), (0, 2**24 + 1), (5, 5)])
+def test_integer_clip_must_be_exact_in_float(target_name: str, ilo: int, ihi: int) -> None:
+    """The kernels that convert a clamped INT32 to FLOAT in their steps (into FLOAT16, and the
+    FLOAT families) refuse a clip that FLOAT cannot hold exactly, or an empty one."""
+    module = _native.module()
+    assert module is not None
+    found = routes.route(spec_of("INT32"), spec_of(target_name), Mode())
+    assert found is not None
+    name, params = found
+    module.Kernel(name, **params)  # the routed clip is accepted
+    with pytest.raises(ValueError, match=r"ilo and ihi must lie within \+-2\*\*24|ilo < ihi"):
+        module.Kernel(name, **{**params, "ilo": ilo, "ihi": ihi})
+
+
 # -- one source of truth ---------------------------------------------------------------------------
 
 
@@ -499,8 +525,21 @@ def test_info_command_names_the_path(capsys: pytest.CaptureFixture[str]) -> None
 
     from castlike.cli import main
 
-    assert main(["info", "--json"]) == 0
+    module = _native.module()
+    assert module is not None
+    # The AVX-512 kernels use AVX512-BF16 wherever the CPU has it: on, as the module starts
+    # (level_module's variant may have turned it off in this worker meanwhile).
+    was_on = module._bfloat16_instructions()
+    if was_on is False and module.cpu_features()["avx512bf16"]:
+        module._bfloat16_instructions(True)
+    try:
+        assert main(["info", "--json"]) == 0
+    finally:
+        if was_on is False:
+            module._bfloat16_instructions(False)
     info = json.loads(capsys.readouterr().out)
     assert info["path"] == "native"
-    assert info["level"] == _native.module().variant  # type: ignore[union-attr]
+    assert info["level"] == module.variant
     assert info["threads"] == castlike.get_num_threads()
+    bf16 = info["level"] == "avx512" and info["cpu_features"]["avx512bf16"]
+    assert info["extra_instructions"] == (["avx512bf16"] if bf16 else [])

@@ -2,7 +2,9 @@
 
 The kernels are compiled once per CPU level (``_baseline``; on x86-64 also ``_avx2`` for
 x86-64-v3 and ``_avx512`` for x86-64-v4) from one C++ source; this module imports the best
-level the CPU supports.  The pure-NumPy engine stays the reference and the fallback.
+level the CPU supports.  The AVX-512 kernels also use AVX512-BF16's FLOAT -> BFLOAT16
+conversion where the CPU has it (x86-64-v4 does not include it), chosen as they run.  The
+pure-NumPy engine stays the reference and the fallback.
 
 Environment
 -----------
@@ -186,11 +188,16 @@ def set_num_threads(n: int) -> None:
 
 
 def info() -> dict[str, Any]:
-    """Which cast path is in use, the CPU level, the CPU's features and the thread count."""
+    """Which cast path is in use, the CPU level (and the instructions beyond it that the kernels
+    use on this CPU), the CPU's features and the thread count."""
     base = _base_module()
+    extras = []
+    if _MODULE is not None and _MODULE._bfloat16_instructions():
+        extras.append("avx512bf16")
     return {
         "path": "native" if _MODULE is not None else "pure NumPy",
         "level": _MODULE.variant if _MODULE is not None else None,
+        "extra_instructions": extras,
         "reason": _REASON,
         "levels_available": available_levels(),
         "cpu_features": base.cpu_features() if base is not None else {},

@@ -27,7 +27,10 @@ def run(args: argparse.Namespace) -> int:
         return 0
     features = [name for name, present in info["cpu_features"].items() if present]
     print(f"castlike {info['version']}")
-    print(f"cast path:   {info['path']}" + (f" ({info['level']})" if info["level"] else ""))
+    level = info["level"]
+    if level and info["extra_instructions"]:
+        level += " with " + ", ".join(info["extra_instructions"])
+    print(f"cast path:   {info['path']}" + (f" ({level})" if level else ""))
     print(f"why:         {info['reason']}")
     print(f"levels here: {', '.join(info['levels_available']) or 'none built'}")
     print(f"CPU:         {', '.join(features) or 'no feature the dispatcher looks at'}")

@@ -439,6 +439,8 @@ struct IntToFloat16 {
     const I clamped = x < lo ? lo : (x > hi ? hi : x);
     return float16_rne_bits(bit_cast<uint32_t>(static_cast<float>(clamped)));
   }
+  //: narrow_float.hpp: the clamped integers of 8 to 32 bits through FLOAT16's steps.
+  void block(const I* src, uint16_t* dst, size_t n) const;
 };
 
 //: Integer -> BFLOAT16 as BFloat16Rounding says: rounded once (to odd into DOUBLE, then into
@@ -456,6 +458,8 @@ struct IntToBFloat16 {
       return bfloat16_from_float_bits<R>(bit_cast<uint32_t>(static_cast<float>(x)));
     }
   }
+  //: narrow_float.hpp: the integers of 8 and 16 bits through BFLOAT16's steps.
+  void block(const I* src, uint16_t* dst, size_t n) const;
 };
 
 //: The hardware conversion where it is the rule: integers and DOUBLE -> FLOAT, integers and
@@ -502,6 +506,11 @@ template <class Op>
 struct FromBool : Op {
   using Op::Op;
   auto operator()(uint8_t x) const { return Op::operator()(std::min(x, uint8_t{1})); }
+  //: Element by element, hiding Op's own block (which map_elements would run otherwise, see
+  //: HasBlock): that would read a byte beyond 1 as that integer.
+  void block(const uint8_t* src, typename Op::OutT* dst, size_t n) const {
+    for (size_t i = 0; i < n; ++i) dst[i] = (*this)(src[i]);
+  }
 };
 
 //: FLOAT/DOUBLE -> integer, truncating toward zero and saturating.  Reads `lo`/`hi` (bounds

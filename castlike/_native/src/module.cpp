@@ -183,31 +183,36 @@ struct Check<FloatClass<Source, Variant>> {
 template <class Op>
 struct Check<FromBool<Op>> : Check<Op> {};
 
-//: Integer -> FLOAT16 clips to [ilo, ihi] first.
+//: An integer clamp [ilo, ihi] within I and within +-2**24, where every integer is exact in
+//: FLOAT (and converts through int32).
+template <class I>
+bool clip_exact_in_float(const Params& p, Why& why) {
+  constexpr int64_t kExact = int64_t{1} << 24;
+  if (!clip_within<I>(p, why)) return false;
+  if (p.ilo < -kExact || (p.ihi > 0 && uint64_t(p.ihi) > uint64_t(kExact))) {
+    return why.fail("ilo and ihi must lie within +-2**24, got %lld and %lld",
+                    static_cast<long long>(p.ilo), static_cast<long long>(p.ihi));
+  }
+  return true;
+}
+
+//: Integer -> FLOAT16 clips to [ilo, ihi] first, within +-2**24: the steps convert the clamped
+//: integer to FLOAT as it is.
 template <class I>
 struct Check<IntToFloat16<I>> {
   static bool ok(const Params& p, const Given& given, Why& why) {
-    return no_table_nor_class_bits(given, why) && clip_within<I>(p, why);
+    return no_table_nor_class_bits(given, why) && clip_exact_in_float<I>(p, why);
   }
 };
 
-//: A widening takes no constants of its own, but the integer clamp: its clip within I and
-//: within +-2**24, where every integer is exact in FLOAT (and converts through int32).
+//: A widening takes no constants of its own, but the integer clamp (clip_exact_in_float).
 template <class W>
 struct WideningCheck {
   static bool ok(const Params&, Why&) { return true; }
 };
 template <class I>
 struct WideningCheck<ClampedIntegerBits<I>> {
-  static bool ok(const Params& p, Why& why) {
-    constexpr int64_t kExact = int64_t{1} << 24;
-    if (!clip_within<I>(p, why)) return false;
-    if (p.ilo < -kExact || (p.ihi > 0 && uint64_t(p.ihi) > uint64_t(kExact))) {
-      return why.fail("ilo and ihi must lie within +-2**24, got %lld and %lld",
-                      static_cast<long long>(p.ilo), static_cast<long long>(p.ihi));
-    }
-    return true;
-  }
+  static bool ok(const Params& p, Why& why) { return clip_exact_in_float<I>(p, why); }
 };
 //: A FLOAT family through a widening: the widening's constants, then the family's.
 template <class W, class Op>
@@ -1265,7 +1270,8 @@ PyObject* cpu_features(PyObject*, PyObject*) {
                   put("avx512f", __builtin_cpu_supports("avx512f")) &&
                   put("avx512bw", __builtin_cpu_supports("avx512bw")) &&
                   put("avx512vl", __builtin_cpu_supports("avx512vl")) &&
-                  put("avx512dq", __builtin_cpu_supports("avx512dq"));
+                  put("avx512dq", __builtin_cpu_supports("avx512dq")) &&
+                  put("avx512bf16", __builtin_cpu_supports("avx512bf16"));
 #elif defined(__aarch64__)
   const bool ok = put("neon", true);
 #else
@@ -1326,6 +1332,29 @@ PyObject* restore_fp_environment(PyObject*, PyObject* arg) {
 
 PyObject* stream_bytes_of(PyObject*, PyObject*) { return PyLong_FromSize_t(stream_bytes()); }
 
+//: Testing hook: whether this module's kernels use instructions beyond its CPU level where the
+//: CPU has them (AVX512-BF16 in the AVX-512 build: simd_pack.hpp); with an argument, turn them
+//: on or off for the whole process first (on only where the CPU has them).  None in the builds
+//: that have no such instructions.
+PyObject* bfloat16_instructions_hook(PyObject*, PyObject* args) {
+  int enable = -1;
+  if (!PyArg_ParseTuple(args, "|p", &enable)) return nullptr;
+#if defined(CASTLIKE_PACK_AVX512)
+  if (enable == 1 && !cpu_has_avx512_bf16()) {
+    PyErr_SetString(PyExc_ValueError, "this CPU has no AVX512-BF16 instructions");
+    return nullptr;
+  }
+  if (enable >= 0) bfloat16_instructions().store(enable == 1);
+  return PyBool_FromLong(use_bfloat16_instructions());
+#else
+  if (enable == 1) {
+    PyErr_SetString(PyExc_ValueError, "this build's kernels have no AVX512-BF16 steps");
+    return nullptr;
+  }
+  Py_RETURN_NONE;
+#endif
+}
+
 PyMethodDef kMethods[] = {
     {"_set_fp_environment", set_fp_environment, METH_VARARGS,
      "Testing hook: set FTZ/DAZ and the rounding mode of the calling thread."},
@@ -1333,6 +1362,9 @@ PyMethodDef kMethods[] = {
      "Testing hook: restore the control word _set_fp_environment returned."},
     {"kernel_names", kernel_names, METH_NOARGS, "Names of the kernels this module holds."},
     {"cpu_features", cpu_features, METH_NOARGS, "The CPU features the dispatcher looks at."},
+    {"_bfloat16_instructions", bfloat16_instructions_hook, METH_VARARGS,
+     "Testing hook: whether the kernels use AVX512-BF16 (None where they have no such steps); "
+     "True or False turns them on or off first."},
     {"stream_bytes", stream_bytes_of, METH_NOARGS,
      "Output bytes of one thread's chunk from which 1- and 2-byte results are stored around the "
      "caches (this CPU's second-level cache, at least 1 MiB)."},

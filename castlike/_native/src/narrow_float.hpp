@@ -127,6 +127,46 @@ struct DoubleBFloat16Lanes {
   VecI finish(VecI packed, const uint64_t*) const { return packed; }
 };
 
+#if defined(CASTLIKE_PACK_AVX512)
+//: 32 FLOAT bits (`low`, then `high`) -> their BFLOAT16 bits in order, rounded to nearest even
+//: by AVX512-BF16's vcvtne2ps2bf16 (one instruction for what BFloat16Lanes::from_bits and the
+//: pack do in 18, NaN quieted the same way, MXCSR never read), where none of them is a FLOAT
+//: subnormal: the instruction flushes those to +-0, and BFLOAT16 holds them.  False (nothing
+//: written) otherwise.
+__attribute__((target("avx512bf16"))) inline bool bfloat16_rne_pair(__m512i low, __m512i high,
+                                                                    __m512i* out) {
+  constexpr int kSubnormal = 0x20;  // vfpclassps's category bit
+  const __mmask16 subnormal = _mm512_fpclass_ps_mask(_mm512_castsi512_ps(low), kSubnormal) |
+                              _mm512_fpclass_ps_mask(_mm512_castsi512_ps(high), kSubnormal);
+  if (subnormal != 0) return false;
+  *out = __m512i(_mm512_cvtne2ps_pbh(_mm512_castsi512_ps(high), _mm512_castsi512_ps(low)));
+  return true;
+}
+
+//: FLOAT bits -> BFLOAT16 rounded to nearest even, with AVX512-BF16: `lanes(j)` gives the FLOAT
+//: bits of elements j .. j + 16, `one` an element's result (head and tail); a step with a FLOAT
+//: subnormal takes BFloat16Lanes' integer steps.  Zen 4, one thread, against those steps alone:
+//: FLOAT -> BFLOAT16 1.40x in the cache and 1.32x at 10**6, DOUBLE -> BFLOAT16 1.42x and 1.35x.
+template <class Src, class Lanes, class One>
+__attribute__((target("avx512bf16"))) void bfloat16_rne_steps(Src src, uint16_t* dst, size_t n,
+                                                               const Lanes& lanes,
+                                                               const One& one) {
+  const BFloat16Lanes<BFloat16Rounding::kOnce> integer;
+  const PackRange r = pack_range(dst, n);
+  for (size_t i = 0; i < r.head; ++i) dst[i] = one(bits_at(src, i));
+  for (size_t j = r.head; j < r.head + r.steps; j += 32) {
+    const __m512i low = lanes(j), high = lanes(j + 16);
+    __m512i v;
+    if (!bfloat16_rne_pair(low, high, &v)) {
+      v = order_halves(_mm512_packus_epi32(integer.from_bits(low), integer.from_bits(high)));
+    }
+    store(dst + j, v, r.stream);
+  }
+  for (size_t i = r.head + r.steps; i < n; ++i) dst[i] = one(bits_at(src, i));
+  end_stream(r.stream);
+}
+#endif
+
 #if defined(CASTLIKE_PACK_AVX2)
 //: m a multiple of 8.
 inline void float16_of_double_steps(const uint64_t* src, uint16_t* dst, size_t m, bool stream) {
@@ -160,6 +200,13 @@ void Float32ToBFloat16<R>::block(const uint32_t* src, uint16_t* dst, size_t n) c
 template <BFloat16Rounding R>
 template <class Src>
 void Float32ToBFloat16<R>::run(Src src, uint16_t* dst, size_t n) const {
+#if defined(CASTLIKE_PACK_AVX512)
+  if (R != BFloat16Rounding::kTruncate && use_bfloat16_instructions()) {
+    const auto lanes = [src](size_t j) { return lanes_at(src, j); };
+    bfloat16_rne_steps(src, dst, n, lanes, bfloat16_from_float_bits<R>);
+    return;
+  }
+#endif
   run_packed(src, dst, n, BFloat16Lanes<R>(), bfloat16_from_float_bits<R>);
 }
 
@@ -205,11 +252,47 @@ void Float32ToFloat16::run(Src src, uint16_t* dst, size_t n) const {
   end_stream(r.stream);
 }
 
+//: Integers -> FLOAT16, those of 8 to 32 bits in FLOAT16's steps (Float32ToFloat16::run): the
+//: clip [lo, hi] (FLOAT16's overflow threshold within I, so within +-2**24, checked with the
+//: kernel's constants) makes each one exact in FLOAT, which ClampedIntSource converts in the
+//: registers.  64-bit ones, and the baseline build, element by element.
+template <class I>
+void IntToFloat16<I>::block(const I* src, uint16_t* dst, size_t n) const {
+  if constexpr (kRegisterSteps && sizeof(I) <= 4) {
+    Float32ToFloat16(Params{}).run(ClampedIntSource<I>{src, lo, hi}, dst, n);
+  } else {
+    for (size_t i = 0; i < n; ++i) dst[i] = (*this)(src[i]);
+  }
+}
+
+//: Integers -> BFLOAT16, those of 8 and 16 bits in BFLOAT16's steps (Float32ToBFloat16::run):
+//: each is exact in FLOAT, so every rounding R gives BFLOAT16's rounding of that FLOAT.  The
+//: wider ones (rounded to odd through DOUBLE) and the baseline build element by element.
+template <class I, BFloat16Rounding R>
+void IntToBFloat16<I, R>::block(const I* src, uint16_t* dst, size_t n) const {
+  if constexpr (kRegisterSteps && sizeof(I) <= 2) {
+    constexpr I kLo = std::numeric_limits<I>::min(), kHi = std::numeric_limits<I>::max();
+    Float32ToBFloat16<R>(Params{}).run(ClampedIntSource<I>{src, kLo, kHi}, dst, n);
+  } else {
+    for (size_t i = 0; i < n; ++i) dst[i] = (*this)(src[i]);
+  }
+}
+
 template <class D, BFloat16Rounding R>
 void DoubleToHalf<D, R>::block(const uint64_t* src, uint16_t* dst, size_t n) const {
   if constexpr (std::is_same_v<D, BFloat16>) {
 #if defined(CASTLIKE_PACK_SIMD)
     const auto one = [this](uint64_t bits) { return (*this)(bits); };
+#if defined(CASTLIKE_PACK_AVX512)
+    if (R != BFloat16Rounding::kTruncate && use_bfloat16_instructions()) {
+      const auto lanes = [src](size_t j) {
+        using Lanes = DoubleBFloat16Lanes<R>;
+        return join(Lanes::float_bits8(src + j), Lanes::float_bits8(src + j + 8));
+      };
+      bfloat16_rne_steps(src, dst, n, lanes, one);
+      return;
+    }
+#endif
     run_packed(src, dst, n, DoubleBFloat16Lanes<R>(), one);
 #else
     const bool nearest = R != BFloat16Rounding::kOnce;

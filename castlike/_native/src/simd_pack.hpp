@@ -26,9 +26,32 @@
 #define CASTLIKE_PACK_SIMD 1
 #endif
 
+#if defined(CASTLIKE_PACK_AVX512)
+#include <atomic>
+#endif
+
 namespace castlike {
 
 // stream_bytes() and end_stream(): kernels.hpp.
+
+#if defined(CASTLIKE_PACK_AVX512)
+//: Whether the AVX-512 kernels use AVX512-BF16's FLOAT -> BFLOAT16 conversion (narrow_float.hpp),
+//: which x86-64-v4 does not include (Zen 4 and Intel's Cooper Lake and Sapphire Rapids on have
+//: it): chosen when a kernel runs, from the CPU's answer, which a testing hook may turn off so
+//: that the steps without it are checked on such a CPU too (the module's
+//: `_bfloat16_instructions`).
+inline bool cpu_has_avx512_bf16() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512bf16");
+}
+inline std::atomic<bool>& bfloat16_instructions() {
+  static std::atomic<bool> on{cpu_has_avx512_bf16()};
+  return on;
+}
+inline bool use_bfloat16_instructions() {
+  return bfloat16_instructions().load(std::memory_order_relaxed);
+}
+#endif
 
 #if defined(CASTLIKE_PACK_AVX512)
 using VecI = __m512i;
@@ -250,11 +273,12 @@ struct HalfSource {
 #endif
 };
 
-//: An integer of 16 or 32 bits (I) clamped to [lo, hi], which lies within +-2**24 (the route's
-//: clip, checked with the kernel's constants): then exact in FLOAT, converted through int32.
+//: An integer of 8, 16 or 32 bits (I) clamped to [lo, hi], which lies within +-2**24 (the
+//: route's clip, checked with the kernel's constants): then exact in FLOAT, converted through
+//: int32.
 template <class I>
 struct ClampedIntSource {
-  static_assert(sizeof(I) == 2 || sizeof(I) == 4, "16- and 32-bit integers");
+  static_assert(sizeof(I) <= 4, "integers of 8 to 32 bits");
   const I* p;
   I lo, hi;
   uint32_t bits(size_t i) const { return clamped_float32_bits(p[i], lo, hi); }
@@ -262,7 +286,11 @@ struct ClampedIntSource {
 #if defined(CASTLIKE_PACK_AVX512)
   __m512i lanes(size_t i) const {
     __m512i v;
-    if constexpr (sizeof(I) == 2) {
+    if constexpr (sizeof(I) == 1) {
+      const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i));
+      v = std::is_signed_v<I> ? _mm512_maskz_cvtepi8_epi32(kAll16, b)
+                              : _mm512_maskz_cvtepu8_epi32(kAll16, b);
+    } else if constexpr (sizeof(I) == 2) {
       const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i));
       v = std::is_signed_v<I> ? _mm512_maskz_cvtepi16_epi32(kAll16, h)
                               : _mm512_maskz_cvtepu16_epi32(kAll16, h);
@@ -280,7 +308,10 @@ struct ClampedIntSource {
 #elif defined(CASTLIKE_PACK_AVX2)
   __m256i lanes(size_t i) const {
     __m256i v;
-    if constexpr (sizeof(I) == 2) {
+    if constexpr (sizeof(I) == 1) {
+      const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + i));
+      v = std::is_signed_v<I> ? _mm256_cvtepi8_epi32(b) : _mm256_cvtepu8_epi32(b);
+    } else if constexpr (sizeof(I) == 2) {
       const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i));
       v = std::is_signed_v<I> ? _mm256_cvtepi16_epi32(h) : _mm256_cvtepu16_epi32(h);
     } else {
@@ -317,6 +348,16 @@ template <class S, class = std::enable_if_t<std::is_class_v<S>>>
 inline S advance(const S& src, size_t k) {
   return src.from(k);
 }
+
+#if defined(CASTLIKE_PACK_AVX512)
+//: Elements i .. i + kLanes of FLOAT bits in a register: from a pointer to them, or a step
+//: source.
+inline VecI lanes_at(const uint32_t* src, size_t i) { return _mm512_loadu_si512(src + i); }
+template <class S, class = std::enable_if_t<std::is_class_v<S>>>
+inline VecI lanes_at(const S& src, size_t i) {
+  return src.lanes(i);
+}
+#endif
 
 #if defined(CASTLIKE_PACK_SIMD)
 //: pack_steps on a step source: each step's FLOAT bits are made into a step-sized array that
