@@ -122,14 +122,11 @@ NO_BF16 = "avx512-no-bf16"
 
 def kernel_variants() -> list[str]:
     """The native kernel levels this CPU runs (:func:`castlike._native.available_levels`), and
-    ``"avx512-no-bf16"`` where the AVX-512 kernels use AVX512-BF16's conversion on this CPU:
-    the steps that other AVX-512 CPUs run instead, which :func:`kernel_variant` turns on.
-    Those steps exist for BFLOAT16 results only."""
+    ``"avx512-no-bf16"`` where the AVX-512 kernels use AVX512-BF16's conversion on this CPU: the
+    integer steps that AVX-512 CPUs without it run instead (:func:`kernel_variant` puts a
+    variant in force).  Those steps differ for BFLOAT16 results only."""
     levels = _native.available_levels()
-    if (
-        "avx512" in levels
-        and importlib.import_module("castlike._native._avx512")._bfloat16_instructions()
-    ):
+    if "avx512" in levels and _native.info()["cpu_features"].get("avx512bf16"):
         levels.append(NO_BF16)
     return levels
 
@@ -143,11 +140,12 @@ def kernel_variant(name: str) -> Iterator[ModuleType]:
     if name != NO_BF16:
         yield module
         return
+    previous = module._bfloat16_instructions()
     module._bfloat16_instructions(False)
     try:
         yield module
     finally:
-        module._bfloat16_instructions(True)
+        module._bfloat16_instructions(previous)
 
 
 def _unaligned(base: np.ndarray) -> np.ndarray:
