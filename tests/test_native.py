@@ -69,6 +69,10 @@ _STEP_CASES += [(s, t) for s in _STEP_INTEGERS for t in _SMALL_FLOATS]
 # bits into BFLOAT16, run the halves' own steps on them.
 _STEP_CASES += [(s, "FLOAT16") for s in ("INT8", "UINT8", *_STEP_INTEGERS)]
 _STEP_CASES += [(s, "BFLOAT16") for s in ("INT8", "UINT8", "INT16", "UINT16")]
+# The wider integers into BFLOAT16 (and the 64-bit ones into FLOAT16): blocks of DOUBLE or
+# FLOAT bits through those sources' steps.
+_STEP_CASES += [(s, "BFLOAT16") for s in ("INT32", "UINT32", "INT64", "UINT64")]
+_STEP_CASES += [(s, "FLOAT16") for s in ("INT64", "UINT64")]
 
 
 def _modes(source: TypeSpec, target: TypeSpec) -> list[Mode]:
@@ -197,7 +201,8 @@ def test_hostile_floating_point_environment(rounding: int) -> None:
     cases = [("FLOAT", t) for t in ("FLOAT16", "BFLOAT16", "INT4", "INT32", *_SMALL_FLOATS)]
     cases += [("DOUBLE", t) for t in ("FLOAT", "FLOAT16", "BFLOAT16", *_SMALL_FLOATS)]
     cases += [("INT64", t) for t in ("FLOAT", "DOUBLE", "BFLOAT16", "FLOAT8E8M0")]
-    cases += [("UINT64", "FLOAT"), ("INT32", "FLOAT16")]
+    cases += [("UINT64", "FLOAT"), ("INT32", "FLOAT16"), ("UINT32", "BFLOAT16")]
+    cases += [("INT64", "FLOAT16")]
     expected = {}
     for s, t in cases:
         x = _inputs(spec_of(s))
@@ -412,13 +417,16 @@ _THROUGH_FLOAT_TARGETS += ["INT64", "UINT64", "FLOAT16", "BFLOAT16"]
 
 @pytest.mark.parametrize("source_name", _HALVES)
 @pytest.mark.parametrize("profile", [Profile.SPEC, Profile.LEGACY], ids=lambda p: p.value)
-def test_halves_take_the_float_kernels(source_name: str, profile: Profile) -> None:
-    """FLOAT16 and BFLOAT16 run the FLOAT kernels on their widened values wherever that gives
-    the spec's table (routes checks all 65,536 patterns first).  In these profiles it does for
-    every target but BOOL, the type itself and FLOAT8E8M0 under onnx's helper (legacy; the
-    FLOAT kernel is a class gather there, no faster than the table's): a widening gone wrong
-    would fall back to the gather silently, and fail here."""
-    module = _native.module()
+def test_halves_take_the_float_kernels(
+    source_name: str, profile: Profile, level_module: ModuleType
+) -> None:
+    """FLOAT16 and BFLOAT16 run the FLOAT kernels on their widened values (or, on AVX-512, the
+    small floats' own 16-bit steps) wherever that gives the spec's table (routes checks all
+    65,536 patterns first).  In these profiles it does for every target but BOOL, the type
+    itself and FLOAT8E8M0 under onnx's helper (legacy; the FLOAT kernel is a class gather there,
+    no faster than the table's): a kernel gone wrong would fall back to the gather silently,
+    and fail here, at every level."""
+    module = level_module
     source = spec_of(source_name)
     gathered = []
     for name in _THROUGH_FLOAT_TARGETS:

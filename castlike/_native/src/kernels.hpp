@@ -439,7 +439,7 @@ struct IntToFloat16 {
     const I clamped = x < lo ? lo : (x > hi ? hi : x);
     return float16_rne_bits(bit_cast<uint32_t>(static_cast<float>(clamped)));
   }
-  //: narrow_float.hpp: the clamped integers of 8 to 32 bits through FLOAT16's steps.
+  //: narrow_float.hpp: the clamped integers through FLOAT16's steps (64-bit ones by blocks).
   void block(const I* src, uint16_t* dst, size_t n) const;
 };
 
@@ -458,7 +458,7 @@ struct IntToBFloat16 {
       return bfloat16_from_float_bits<R>(bit_cast<uint32_t>(static_cast<float>(x)));
     }
   }
-  //: narrow_float.hpp: the integers of 8 and 16 bits through BFLOAT16's steps.
+  //: narrow_float.hpp: through BFLOAT16's steps (the integers of 8 and 16 bits in them).
   void block(const I* src, uint16_t* dst, size_t n) const;
 };
 

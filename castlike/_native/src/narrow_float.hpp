@@ -256,27 +256,57 @@ void Float32ToFloat16::run(Src src, uint16_t* dst, size_t n) const {
 //: Integers -> FLOAT16, those of 8 to 32 bits in FLOAT16's steps (Float32ToFloat16::run): the
 //: clip [lo, hi] (FLOAT16's overflow threshold within I, so within +-2**24, checked with the
 //: kernel's constants) makes each one exact in FLOAT, which ClampedIntSource converts in the
-//: registers.  64-bit ones, and the baseline build, element by element.
+//: registers.  64-bit ones by blocks; the baseline build element by element.
 template <class I>
 void IntToFloat16<I>::block(const I* src, uint16_t* dst, size_t n) const {
-  if constexpr (kRegisterSteps && sizeof(I) <= 4) {
+  if constexpr (!kRegisterSteps) {
+    for (size_t i = 0; i < n; ++i) dst[i] = (*this)(src[i]);
+  } else if constexpr (sizeof(I) <= 4) {
     Float32ToFloat16(Params{}).run(ClampedIntSource<I>{src, lo, hi}, dst, n);
   } else {
-    for (size_t i = 0; i < n; ++i) dst[i] = (*this)(src[i]);
+    // 64-bit integers: a block of their clamped FLOAT bits in the first-level cache (a loop
+    // that vectorises), then the same steps on it.
+    constexpr size_t kBlock = 1024;
+    alignas(64) uint32_t bits[kBlock];
+    const bool stream = n * sizeof(uint16_t) >= stream_bytes();
+    for (size_t i = 0; i < n; i += kBlock) {
+      const size_t m = std::min(kBlock, n - i);
+      for (size_t j = 0; j < m; ++j) bits[j] = clamped_float32_bits(src[i + j], lo, hi);
+      float32_to_float16(bits, dst + i, 0, m, stream);
+    }
+    end_stream(stream);
   }
 }
 
 //: Integers -> BFLOAT16, those of 8 and 16 bits in BFLOAT16's steps (Float32ToBFloat16::run):
 //: each is exact in FLOAT, so every rounding R gives what it gives for that FLOAT (rounding to
-//: odd first changes nothing there).  The wider ones (rounded to odd through DOUBLE) and the
-//: baseline build element by element.
+//: odd first changes nothing there).  The wider ones by blocks in the first-level cache, as
+//: the element's own form (operator()) goes: their DOUBLE bits rounded to odd (exact for 32
+//: bits; float64_odd_bits_of's loop vectorises) through DOUBLE's BFLOAT16 steps for R = kOnce,
+//: else their nearest FLOATs (a vector conversion) through FLOAT's.  The baseline build element
+//: by element.
 template <class I, BFloat16Rounding R>
 void IntToBFloat16<I, R>::block(const I* src, uint16_t* dst, size_t n) const {
-  if constexpr (kRegisterSteps && sizeof(I) <= 2) {
+  if constexpr (!kRegisterSteps) {
+    for (size_t i = 0; i < n; ++i) dst[i] = (*this)(src[i]);
+  } else if constexpr (sizeof(I) <= 2) {
     constexpr I kLo = std::numeric_limits<I>::min(), kHi = std::numeric_limits<I>::max();
     Float32ToBFloat16<R>(Params{}).run(ClampedIntSource<I>{src, kLo, kHi}, dst, n);
   } else {
-    for (size_t i = 0; i < n; ++i) dst[i] = (*this)(src[i]);
+    constexpr size_t kBlock = 1024;
+    const Params none{};
+    for (size_t i = 0; i < n; i += kBlock) {
+      const size_t m = std::min(kBlock, n - i);
+      if constexpr (R == BFloat16Rounding::kOnce) {
+        alignas(64) uint64_t wide[kBlock];
+        for (size_t j = 0; j < m; ++j) wide[j] = float64_odd_bits_of(src[i + j]);
+        DoubleToHalf<BFloat16, R>(none).block(wide, dst + i, m);
+      } else {
+        alignas(64) uint32_t bits[kBlock];
+        for (size_t j = 0; j < m; ++j) bits[j] = bit_cast<uint32_t>(static_cast<float>(src[i + j]));
+        Float32ToBFloat16<R>(none).block(bits, dst + i, m);
+      }
+    }
   }
 }
 

@@ -249,6 +249,7 @@ constexpr bool kRegisterSteps =
 //: 65536 patterns.
 template <class H>
 struct HalfSource {
+  using Format = H;
   const uint16_t* p;
   uint32_t bits(size_t i) const { return half_to_float32_bits<H>(p[i]); }
   HalfSource from(size_t k) const { return {p + k}; }
@@ -272,6 +273,11 @@ struct HalfSource {
   }
 #endif
 };
+
+template <class S>
+struct IsHalfSource : std::false_type {};
+template <class H>
+struct IsHalfSource<HalfSource<H>> : std::true_type {};
 
 //: An integer of 8, 16 or 32 bits (I) clamped to [lo, hi], which lies within +-2**24 (the
 //: route's clip, checked with the kernel's constants): then exact in FLOAT, converted through

@@ -1,5 +1,6 @@
-// FLOAT (and DOUBLE, through FLOAT) -> the small float formats by arithmetic, exactly:
-// the float8 types, FLOAT6E2M3, FLOAT6E3M2, FLOAT4E2M1 (SmallFloat) and FLOAT8E8M0 (E8M0).
+// FLOAT (and DOUBLE, through FLOAT; FLOAT16 and BFLOAT16 through FLOAT, or on AVX-512 in their
+// own 16-bit lanes) -> the small float formats by arithmetic, exactly: the float8 types,
+// FLOAT6E2M3, FLOAT6E3M2, FLOAT4E2M1 (SmallFloat) and FLOAT8E8M0 (E8M0).
 //
 // One template per family, for every format: the format (its mantissa bits, smallest normal
 // exponent, largest value, sign bit) and every result that a rule decides (what NaN, Inf, an
@@ -144,7 +145,11 @@ struct SmallFloatLanes {
     const auto at = [p](size_t k) { return _mm512_loadu_si512(p + k * kLanes); };
     const __m512i signs = _mm512_packs_epi16(_mm512_packs_epi32(at(0), at(1)),
                                              _mm512_packs_epi32(at(2), at(3)));
-    const __mmask64 negative = _mm512_movepi8_mask(signs);
+    return with_sign(code, _mm512_movepi8_mask(signs));
+  }
+
+  //: Capped codes (bytes) -> results: the sign bit set where `negative`, then the specials.
+  __m512i with_sign(__m512i code, __mmask64 negative) const {
     __m512i out = _mm512_or_si512(code, _mm512_maskz_mov_epi8(negative, sign));
     if constexpr ((Flags & kFixedSpecials) != 0) {
       const __m512i zero = _mm512_mask_blend_epi8(negative, zero_pos, zero_neg);
@@ -219,6 +224,108 @@ struct SmallFloatLanes {
 };
 #endif
 
+// -- SmallFloat from FLOAT16 and BFLOAT16 in 16-bit lanes (AVX-512) -----------------------------
+//
+// A half H (M_h mantissa bits, bias B_h) is rounded to the format (M bits, smallest normal
+// exponent e_min) by integer arithmetic on its own bits, 32 lanes to a register, instead of
+// being widened to FLOAT for the steps above (16 lanes).  On the magnitude a = |h|, clamped as
+// in step 1 (a NaN set aside by a mask and given the cap code):
+//
+// * E, the half's exponent field, taken as at least 1 (a subnormal half has the quantum of
+//   E = 1); T = B_h + e_min, the field of the format's smallest normal exponent;
+// * c = min(max(E, 1), T) and x = a - ((c - 1) << M_h): from E = T on, the format's exponent
+//   field E - T + 1 above the half's mantissa; below, the half's significand (its implicit bit
+//   included), whose quantum is 2**(c - B_h - M_h);
+// * s = M_h - M + T - c: the shift to the format's quantum (that of its subnormals below
+//   2**e_min);
+// * code = (x + 2**(s - 1) - 1 + ((x >> s) & 1)) >> s rounds to nearest even, once; a carry
+//   gives the next binade's code, as in step 3.  AVX-512BW's variable shifts give 0 for a
+//   count of 16 or more (also a negative 16 - s), which is right: such halves lie below a
+//   quarter of the smallest subnormal, so 2**(s - 1) - 1 = 0 and code = 0 serve.
+//
+// Steps 4 and 5 follow as above, the signs read from the halves by a saturating pack.  This
+// needs T >= 1 (the format's smallest normal at or above the half's: else a subnormal half could
+// be a normal of the format, with a finer quantum than E = 1's; FLOAT16 -> FLOAT8E5M2FNUZ keeps
+// the FLOAT steps) and a clamp that H holds exactly.  With T = 1 (FLOAT16 -> FLOAT8E5M2) c = 1
+// and the shift is one constant.
+
+//: The bits of H holding the FLOAT value `bits` (positive), or 0 where H does not hold it.
+template <class H>
+inline uint16_t exact_half_bits(uint32_t bits) {
+  if (bits == Float32::INF) return H::INF;
+  const int e = int(bits >> 23) - Float32::BIAS;
+  const uint32_t dropped = (uint32_t{1} << (Float32::M - H::M)) - 1;
+  if (e < 1 - H::BIAS || e > H::BIAS || (bits & dropped) != 0) return 0;
+  return uint16_t((uint32_t(e + H::BIAS) << H::M) | ((bits & Float32::MANTISSA) >> (23 - H::M)));
+}
+
+#if defined(CASTLIKE_PACK_AVX512)
+template <class H, int Flags>
+struct HalfSmallFloatLanes {
+  static constexpr __mmask32 kAll32 = 0xFFFFFFFF;
+  int top;    // T
+  bool fits;  // the technique serves this format and mode (T >= 1, the clamp exact in H)
+  __m512i magnitude, inf, clamp, one, top_field, implicit, shift_top, half_count, half_ones;
+  __m512i cap, fixed_shift, fixed_half;  // 16-bit lanes; with T = 1, s and 2**(s - 1) - 1
+  const SmallFloatLanes<Flags> bytes;
+
+  explicit HalfSmallFloatLanes(const SmallFloatCodes& k) : bytes(k) {
+    const int m = 23 - int(k.shift), e_min = int(k.floor_bits >> 23) - Float32::BIAS;
+    const int s_top = H::M - m + (H::BIAS + e_min);  // s = s_top - c
+    const uint16_t clamp_bits = exact_half_bits<H>(bit_cast<uint32_t>(k.clamp));
+    top = H::BIAS + e_min;
+    fits = top >= 1 && clamp_bits != 0 && H::M > m;
+    magnitude = _mm512_set1_epi16(short(~H::SIGN));
+    inf = _mm512_set1_epi16(short(H::INF));
+    clamp = _mm512_set1_epi16(short(clamp_bits));
+    one = _mm512_set1_epi16(1);
+    top_field = _mm512_set1_epi16(short(top));
+    implicit = _mm512_set1_epi16(short(1 << H::M));
+    shift_top = _mm512_set1_epi16(short(s_top));
+    half_count = _mm512_set1_epi16(short(16 - s_top));  // 16 - s = c + half_count
+    half_ones = _mm512_set1_epi16(0x7FFF);
+    cap = _mm512_set1_epi16(short(k.cap));
+    fixed_shift = _mm512_set1_epi16(short(H::M - m));
+    fixed_half = _mm512_set1_epi16(short(fits ? (1 << (H::M - m - 1)) - 1 : 0));
+  }
+
+  //: 32 halves -> their magnitude codes, capped (NaN: the cap), in 16-bit lanes.
+  template <bool kOneField>
+  __m512i codes(__m512i h) const {
+    const __m512i a = _mm512_and_si512(h, magnitude);
+    const __mmask32 nan = (Flags & kInfIsNan) != 0 ? _mm512_cmpge_epu16_mask(a, inf)
+                                                   : _mm512_cmpgt_epu16_mask(a, inf);
+    const __m512i clamped = _mm512_maskz_min_epu16(kAll32, a, clamp);
+    __m512i x = clamped, s = fixed_shift, half = fixed_half;
+    if constexpr (!kOneField) {
+      const __m512i field = _mm512_maskz_srli_epi16(kAll32, clamped, H::M);
+      const __m512i c = _mm512_maskz_min_epu16(
+          kAll32, _mm512_maskz_max_epu16(kAll32, field, one), top_field);
+      x = _mm512_sub_epi16(_mm512_add_epi16(clamped, implicit),
+                           _mm512_maskz_slli_epi16(kAll32, c, H::M));
+      s = _mm512_sub_epi16(shift_top, c);
+      half = _mm512_maskz_srlv_epi16(kAll32, half_ones, _mm512_add_epi16(c, half_count));
+    }
+    const __m512i odd = _mm512_and_si512(_mm512_maskz_srlv_epi16(kAll32, x, s), one);
+    const __m512i code = _mm512_maskz_srlv_epi16(
+        kAll32, _mm512_add_epi16(_mm512_add_epi16(x, half), odd), s);
+    return _mm512_mask_mov_epi16(_mm512_maskz_min_epu16(kAll32, code, cap), nan, cap);
+  }
+
+  //: Elements [0, m) of `src` -> `dst`, m a multiple of 64.
+  template <bool kOneField>
+  void steps(const uint16_t* src, uint8_t* dst, size_t m, bool stream) const {
+    for (size_t i = 0; i < m; i += 64) {
+      const __m512i h0 = _mm512_loadu_si512(src + i), h1 = _mm512_loadu_si512(src + i + 32);
+      const __m512i code = _mm512_packus_epi16(codes<kOneField>(h0), codes<kOneField>(h1));
+      // Signed saturation keeps each half's sign in the top bit of its byte.
+      const __mmask64 negative = _mm512_movepi8_mask(_mm512_packs_epi16(h0, h1));
+      store(dst + i, order_halves(bytes.with_sign(code, negative)), stream);
+    }
+  }
+};
+#endif
+
 //: FLOAT (FloatBits) or DOUBLE (DoubleBits) -> a small float with a sign bit, by arithmetic.
 //: Reads `hi` (the clamp), `mantissa_bits`, `min_exponent`, `cap_code`, `sign_mask`,
 //: `zero_results`, `cap_results`; Flags as SmallFloatFlag.
@@ -251,6 +358,24 @@ struct SmallFloat {
   template <class Src>
   void run(Src src, uint8_t* dst, size_t n) const {
     const auto one = [this](uint32_t bits) { return k.template one<Flags>(bits); };
+#if defined(CASTLIKE_PACK_AVX512)
+    if constexpr (IsHalfSource<Src>::value) {
+      // In the halves' own 16-bit lanes where the technique serves (above).
+      const HalfSmallFloatLanes<typename Src::Format, Flags> halves(k);
+      if (halves.fits) {
+        const PackRange r = pack_range(dst, n);
+        for (size_t i = 0; i < r.head; ++i) dst[i] = one(src.bits(i));
+        if (halves.top == 1) {
+          halves.template steps<true>(src.p + r.head, dst + r.head, r.steps, r.stream);
+        } else {
+          halves.template steps<false>(src.p + r.head, dst + r.head, r.steps, r.stream);
+        }
+        for (size_t i = r.head + r.steps; i < n; ++i) dst[i] = one(src.bits(i));
+        end_stream(r.stream);
+        return;
+      }
+    }
+#endif
     run_packed(src, dst, n, SmallFloatLanes<Flags>(k), one);
   }
 };
