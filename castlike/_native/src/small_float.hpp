@@ -206,7 +206,12 @@ struct SmallFloatLanes {
     };
     const __m256i signs = _mm256_packs_epi16(_mm256_packs_epi32(at(0), at(1)),
                                              _mm256_packs_epi32(at(2), at(3)));
-    const __m256i negative = _mm256_cmpgt_epi8(_mm256_setzero_si256(), signs);
+    return with_sign(code, _mm256_cmpgt_epi8(_mm256_setzero_si256(), signs));
+  }
+
+  //: Capped codes (bytes) -> results: the sign bit set where `negative` (bytes of all ones),
+  //: then the specials.
+  __m256i with_sign(__m256i code, __m256i negative) const {
     __m256i out = _mm256_or_si256(code, _mm256_and_si256(negative, sign));
     if constexpr ((Flags & kFixedSpecials) != 0) {
       const __m256i zero = _mm256_blendv_epi8(zero_pos, zero_neg, negative);
@@ -224,7 +229,7 @@ struct SmallFloatLanes {
 };
 #endif
 
-// -- SmallFloat from FLOAT16 and BFLOAT16 in 16-bit lanes (AVX-512) -----------------------------
+// -- SmallFloat from FLOAT16 and BFLOAT16 in 16-bit lanes (AVX-512; AVX2 for T = 1) -----------
 //
 // A half H (M_h mantissa bits, bias B_h) is rounded to the format (M bits, smallest normal
 // exponent e_min) by integer arithmetic on its own bits, 32 lanes to a register, instead of
@@ -247,7 +252,8 @@ struct SmallFloatLanes {
 // needs T >= 1 (the format's smallest normal at or above the half's: else a subnormal half could
 // be a normal of the format, with a finer quantum than E = 1's; FLOAT16 -> FLOAT8E5M2FNUZ keeps
 // the FLOAT steps) and a clamp that H holds exactly.  With T = 1 (FLOAT16 -> FLOAT8E5M2) c = 1
-// and the shift is one constant.
+// and the shift is one constant, which the AVX2 build can do too (it has no variable 16-bit
+// shifts, and keeps the FLOAT steps for every other T).
 
 //: The bits of H holding the FLOAT value `bits` (positive), or 0 where H does not hold it.
 template <class H>
@@ -324,6 +330,57 @@ struct HalfSmallFloatLanes {
     }
   }
 };
+#elif defined(CASTLIKE_PACK_AVX2)
+//: AVX2 has no variable 16-bit shifts: only T = 1 (FLOAT16 -> FLOAT8E5M2), whose shift is one
+//: constant, takes the 16-bit lanes, 16 to a register.
+template <class H, int Flags>
+struct HalfSmallFloatLanes {
+  int top;
+  bool fits;
+  __m256i magnitude, inf, clamp, one, cap, fixed_half;
+  __m128i fixed_shift;
+  const SmallFloatLanes<Flags> bytes;
+
+  explicit HalfSmallFloatLanes(const SmallFloatCodes& k) : bytes(k) {
+    const int m = 23 - int(k.shift), e_min = int(k.floor_bits >> 23) - Float32::BIAS;
+    const uint16_t clamp_bits = exact_half_bits<H>(bit_cast<uint32_t>(k.clamp));
+    top = H::BIAS + e_min;
+    fits = top == 1 && clamp_bits != 0 && H::M > m;
+    magnitude = _mm256_set1_epi16(short(~H::SIGN));
+    inf = _mm256_set1_epi16(short(H::INF));
+    clamp = _mm256_set1_epi16(short(clamp_bits));
+    one = _mm256_set1_epi16(1);
+    cap = _mm256_set1_epi16(short(k.cap));
+    fixed_shift = _mm_cvtsi32_si128(H::M - m);
+    fixed_half = _mm256_set1_epi16(short(fits ? (1 << (H::M - m - 1)) - 1 : 0));
+  }
+
+  template <bool kOneField>
+  __m256i codes(__m256i h) const {
+    static_assert(kOneField, "T = 1 only");
+    const __m256i a = _mm256_and_si256(h, magnitude);
+    // Unsigned a > inf (a >= inf with kInfIsNan): max(a, inf + 1) == a, as AVX2 compares signed.
+    const __m256i above = (Flags & kInfIsNan) != 0 ? inf : _mm256_add_epi16(inf, one);
+    const __m256i nan = _mm256_cmpeq_epi16(_mm256_max_epu16(a, above), a);
+    const __m256i x = _mm256_min_epu16(a, clamp);
+    const __m256i odd = _mm256_and_si256(_mm256_srl_epi16(x, fixed_shift), one);
+    const __m256i code = _mm256_srl_epi16(
+        _mm256_add_epi16(_mm256_add_epi16(x, fixed_half), odd), fixed_shift);
+    return _mm256_blendv_epi8(_mm256_min_epu16(code, cap), cap, nan);
+  }
+
+  template <bool kOneField>
+  void steps(const uint16_t* src, uint8_t* dst, size_t m, bool stream) const {
+    for (size_t i = 0; i < m; i += 32) {
+      const __m256i h0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i));
+      const __m256i h1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i + 16));
+      const __m256i code = _mm256_packus_epi16(codes<kOneField>(h0), codes<kOneField>(h1));
+      const __m256i negative =
+          _mm256_cmpgt_epi8(_mm256_setzero_si256(), _mm256_packs_epi16(h0, h1));
+      store(dst + i, order_halves(bytes.with_sign(code, negative)), stream);
+    }
+  }
+};
 #endif
 
 //: FLOAT (FloatBits) or DOUBLE (DoubleBits) -> a small float with a sign bit, by arithmetic.
@@ -358,7 +415,7 @@ struct SmallFloat {
   template <class Src>
   void run(Src src, uint8_t* dst, size_t n) const {
     const auto one = [this](uint32_t bits) { return k.template one<Flags>(bits); };
-#if defined(CASTLIKE_PACK_AVX512)
+#if defined(CASTLIKE_PACK_SIMD)
     if constexpr (IsHalfSource<Src>::value) {
       // In the halves' own 16-bit lanes where the technique serves (above).
       const HalfSmallFloatLanes<typename Src::Format, Flags> halves(k);
@@ -368,7 +425,9 @@ struct SmallFloat {
         if (halves.top == 1) {
           halves.template steps<true>(src.p + r.head, dst + r.head, r.steps, r.stream);
         } else {
+#if defined(CASTLIKE_PACK_AVX512)
           halves.template steps<false>(src.p + r.head, dst + r.head, r.steps, r.stream);
+#endif
         }
         for (size_t i = r.head + r.steps; i < n; ++i) dst[i] = one(src.bits(i));
         end_stream(r.stream);
