@@ -236,29 +236,34 @@ struct SmallFloatLanes {
 // being widened to FLOAT for the steps above (16 lanes).  On the magnitude a = |h|, clamped as
 // in step 1 (a NaN set aside by a mask and given the cap code):
 //
-// * E, the half's exponent field, taken as at least 1 (a subnormal half has the quantum of
-//   E = 1); T = B_h + e_min, the field of the format's smallest normal exponent;
-// * c = min(max(E, 1), T) and x = a - ((c - 1) << M_h): from E = T on, the format's exponent
-//   field E - T + 1 above the half's mantissa; below, the half's significand (its implicit bit
-//   included), whose quantum is 2**(c - B_h - M_h);
-// * s = M_h - M + T - c: the shift to the format's quantum (that of its subnormals below
+// * E, the half's exponent field; T = B_h + e_min, the field of the format's smallest normal
+//   exponent; d = max(T - E, 0) (one saturating subtraction), the binades below it;
+// * x = a - ((T - 1 - d) << M_h): from E = T on (d = 0), the format's exponent field E - T + 1
+//   above the half's mantissa; below, the half's significand (its implicit bit included),
+//   whose quantum is 2**(E - B_h - M_h);
+// * s = M_h - M + d: the shift to the format's quantum (that of its subnormals below
 //   2**e_min);
 // * code = (x + 2**(s - 1) - 1 + ((x >> s) & 1)) >> s rounds to nearest even, once; a carry
-//   gives the next binade's code, as in step 3.  AVX-512BW's variable shifts give 0 for a
-//   count of 16 or more (also a negative 16 - s), which is right: such halves lie below a
-//   quarter of the smallest subnormal, so 2**(s - 1) - 1 = 0 and code = 0 serve.
+//   gives the next binade's code, as in step 3.  2**(s - 1) - 1 comes from a table by d
+//   (vpermw, which reads d's 5 low bits).  AVX-512BW's variable shifts give 0 for a count of 16
+//   or more, which is right: such halves lie below a quarter of the smallest subnormal (the
+//   table's entry does not matter there; it holds 0).
+// * A subnormal half (E = 0, whose quantum is E = 1's) gets one d too many and an implicit bit
+//   it lacks; both still give code 0, the right one, where every subnormal half lies below half
+//   the format's smallest subnormal: T >= M + 2 (x < 2**(M_h + 1), s >= M_h + 2).
 //
-// A register with no lane below the format's smallest normal (every field >= T) has c = T and
-// s = M_h - M in every lane: a branch skips the per-lane c and s there (Zen 4: 1.6-1.7x for
-// FLOAT8E4M3FN on values mostly above 2**-6, 1.15-1.2x the FLOAT steps where every register
-// takes the per-lane arithmetic, docs/performance.rst).
+// A register with no lane below the format's smallest normal (every field >= T) has d = 0 in
+// every lane: a branch skips the per-lane d and s there (Zen 4: 1.65-1.7x the FLOAT steps for
+// FLOAT8E4M3FN on values mostly above 2**-6, 1.22-1.27x where every register takes the
+// per-lane arithmetic, docs/performance.rst).
 //
 // Steps 4 and 5 follow as above, the signs read from the halves by a saturating pack.  This
-// needs T >= 1 (the format's smallest normal at or above the half's: else a subnormal half could
-// be a normal of the format, with a finer quantum than E = 1's; FLOAT16 -> FLOAT8E5M2FNUZ keeps
-// the FLOAT steps) and a clamp that H holds exactly.  With T = 1 (FLOAT16 -> FLOAT8E5M2) c = 1
-// and the shift is one constant, which the AVX2 build can do too (it has no variable 16-bit
-// shifts, and keeps the FLOAT steps for every other T).
+// needs T >= M + 2 or T = 1, and a clamp that H holds exactly.  With T = 1 (FLOAT16 ->
+// FLOAT8E5M2, which has FLOAT16's exponent range) d = 0 in every lane, subnormal halves
+// included, and the shift is one constant, which the AVX2 build can do too (it has no variable
+// 16-bit shifts, and keeps the FLOAT steps for every other T).  Below 1 (FLOAT16 ->
+// FLOAT8E5M2FNUZ) a subnormal half can be a normal of the format, with a finer quantum than
+// E = 1's: that cast keeps the FLOAT steps.
 
 //: The bits of H holding the FLOAT value `bits` (positive), or 0 where H does not hold it.
 template <class H>
@@ -275,30 +280,31 @@ template <class H, int Flags>
 struct HalfSmallFloatLanes {
   static constexpr __mmask32 kAll32 = 0xFFFFFFFF;
   int top;    // T
-  bool fits;  // the technique serves this format and mode (T >= 1, the clamp exact in H)
-  __m512i magnitude, inf, clamp, one, top_field, implicit, shift_top, half_count, half_ones;
-  __m512i cap, fixed_shift, fixed_half;  // 16-bit lanes; from field T on, s and 2**(s - 1) - 1
-  __m512i normal_bits, normal_offset;    // T << M_h, (T - 1) << M_h
+  bool fits;  // the technique serves this format and mode (T, the clamp exact in H)
+  __m512i magnitude, inf, clamp, one, cap, top_field, half_table;  // 16-bit lanes
+  __m512i fixed_shift, fixed_half;     // from field T on (d = 0): s and 2**(s - 1) - 1
+  __m512i normal_bits, normal_offset;  // T << M_h, (T - 1) << M_h
   const SmallFloatLanes<Flags> bytes;
 
   explicit HalfSmallFloatLanes(const SmallFloatCodes& k) : bytes(k) {
     const int m = 23 - int(k.shift), e_min = int(k.floor_bits >> 23) - Float32::BIAS;
-    const int s_top = H::M - m + (H::BIAS + e_min);  // s = s_top - c
     const uint16_t clamp_bits = exact_half_bits<H>(bit_cast<uint32_t>(k.clamp));
     top = H::BIAS + e_min;
-    fits = top >= 1 && clamp_bits != 0 && H::M > m;
+    fits = (top == 1 || top >= m + 2) && clamp_bits != 0 && H::M > m;
     magnitude = _mm512_set1_epi16(short(~H::SIGN));
     inf = _mm512_set1_epi16(short(H::INF));
     clamp = _mm512_set1_epi16(short(clamp_bits));
     one = _mm512_set1_epi16(1);
-    top_field = _mm512_set1_epi16(short(top));
-    implicit = _mm512_set1_epi16(short(1 << H::M));
-    shift_top = _mm512_set1_epi16(short(s_top));
-    half_count = _mm512_set1_epi16(short(16 - s_top));  // 16 - s = c + half_count
-    half_ones = _mm512_set1_epi16(0x7FFF);
     cap = _mm512_set1_epi16(short(k.cap));
+    top_field = _mm512_set1_epi16(short(top));
+    alignas(64) int16_t halves[32] = {};
+    for (int d = 0; d < 32 && fits; ++d) {
+      const int s = H::M - m + d;
+      halves[d] = int16_t(s <= 16 ? (1 << (s - 1)) - 1 : 0);
+    }
+    half_table = _mm512_load_si512(halves);
     fixed_shift = _mm512_set1_epi16(short(H::M - m));
-    fixed_half = _mm512_set1_epi16(short(fits ? (1 << (H::M - m - 1)) - 1 : 0));
+    fixed_half = _mm512_set1_epi16(halves[0]);
     normal_bits = _mm512_set1_epi16(short(fits ? top << H::M : 0));
     normal_offset = _mm512_set1_epi16(short(fits ? (top - 1) << H::M : 0));
   }
@@ -312,18 +318,15 @@ struct HalfSmallFloatLanes {
     const __m512i clamped = _mm512_maskz_min_epu16(kAll32, a, clamp);
     __m512i x = clamped, s = fixed_shift, half = fixed_half;
     if constexpr (!kOneField) {
-      if (_mm512_cmplt_epu16_mask(clamped, normal_bits) == 0) {
-        // No lane below the format's smallest normal: c = T in every lane, and s = M_h - M.
-        // (A branch on the data: where small values are common, it mostly goes the other way.)
-        x = _mm512_sub_epi16(clamped, normal_offset);
-      } else {
-        const __m512i field = _mm512_maskz_srli_epi16(kAll32, clamped, H::M);
-        const __m512i c = _mm512_maskz_min_epu16(
-            kAll32, _mm512_maskz_max_epu16(kAll32, field, one), top_field);
-        x = _mm512_sub_epi16(_mm512_add_epi16(clamped, implicit),
-                             _mm512_maskz_slli_epi16(kAll32, c, H::M));
-        s = _mm512_sub_epi16(shift_top, c);
-        half = _mm512_maskz_srlv_epi16(kAll32, half_ones, _mm512_add_epi16(c, half_count));
+      x = _mm512_sub_epi16(clamped, normal_offset);
+      // A branch on the data: a register with no lane below the format's smallest normal has
+      // d = 0 in every lane; where small values are common, it mostly goes the other way.
+      if (_mm512_cmplt_epu16_mask(clamped, normal_bits) != 0) {
+        const __m512i d =
+            _mm512_subs_epu16(top_field, _mm512_maskz_srli_epi16(kAll32, clamped, H::M));
+        x = _mm512_add_epi16(x, _mm512_maskz_slli_epi16(kAll32, d, H::M));
+        s = _mm512_add_epi16(fixed_shift, d);
+        half = _mm512_maskz_permutexvar_epi16(kAll32, d, half_table);
       }
     }
     const __m512i odd = _mm512_and_si512(_mm512_maskz_srlv_epi16(kAll32, x, s), one);
