@@ -275,35 +275,53 @@ inline uint16_t exact_half_bits(uint32_t bits) {
   return uint16_t((uint32_t(e + H::BIAS) << H::M) | ((bits & Float32::MANTISSA) >> (23 - H::M)));
 }
 
+//: A format and mode as the 16-bit steps see them from half H: T, M_h - M, the clamp's bits,
+//: and whether the technique serves (both SIMD levels).
+template <class H>
+struct HalfSmallFloatShape {
+  int top;          // T
+  int dropped;      // M_h - M, the half's mantissa bits below the format's
+  uint16_t clamp;   // the clamp in H's bits (0: H does not hold it)
+  explicit HalfSmallFloatShape(const SmallFloatCodes& k)
+      : top(H::BIAS + int(k.floor_bits >> 23) - Float32::BIAS),
+        dropped(H::M - (23 - int(k.shift))),
+        clamp(exact_half_bits<H>(bit_cast<uint32_t>(k.clamp))) {}
+  //: T >= M + 2 (or T = 1: one constant shift), a clamp that H holds, a bit to round away.
+  bool fits() const {
+    return (top == 1 || top >= H::M - dropped + 2) && clamp != 0 && dropped > 0;
+  }
+  //: The lanes' 2**(s - 1) - 1 for s = dropped + d (0 where s > 16, where it does not matter).
+  int16_t half(int d) const {
+    const int s = dropped + d;
+    return int16_t(s <= 16 ? (1 << (s - 1)) - 1 : 0);
+  }
+};
+
 #if defined(CASTLIKE_PACK_AVX512)
 template <class H, int Flags>
 struct HalfSmallFloatLanes {
   static constexpr __mmask32 kAll32 = 0xFFFFFFFF;
   int top;    // T
-  bool fits;  // the technique serves this format and mode (T, the clamp exact in H)
+  bool fits;  // HalfSmallFloatShape::fits
   __m512i magnitude, inf, clamp, one, cap, top_field, half_table;  // 16-bit lanes
   __m512i fixed_shift, fixed_half;     // from field T on (d = 0): s and 2**(s - 1) - 1
   __m512i normal_bits, normal_offset;  // T << M_h, (T - 1) << M_h
   const SmallFloatLanes<Flags> bytes;
 
   explicit HalfSmallFloatLanes(const SmallFloatCodes& k) : bytes(k) {
-    const int m = 23 - int(k.shift), e_min = int(k.floor_bits >> 23) - Float32::BIAS;
-    const uint16_t clamp_bits = exact_half_bits<H>(bit_cast<uint32_t>(k.clamp));
-    top = H::BIAS + e_min;
-    fits = (top == 1 || top >= m + 2) && clamp_bits != 0 && H::M > m;
+    const HalfSmallFloatShape<H> shape(k);
+    top = shape.top;
+    fits = shape.fits();
     magnitude = _mm512_set1_epi16(short(~H::SIGN));
     inf = _mm512_set1_epi16(short(H::INF));
-    clamp = _mm512_set1_epi16(short(clamp_bits));
+    clamp = _mm512_set1_epi16(short(shape.clamp));
     one = _mm512_set1_epi16(1);
     cap = _mm512_set1_epi16(short(k.cap));
     top_field = _mm512_set1_epi16(short(top));
     alignas(64) int16_t halves[32] = {};
-    for (int d = 0; d < 32 && fits; ++d) {
-      const int s = H::M - m + d;
-      halves[d] = int16_t(s <= 16 ? (1 << (s - 1)) - 1 : 0);
-    }
+    for (int d = 0; d < 32 && fits; ++d) halves[d] = shape.half(d);
     half_table = _mm512_load_si512(halves);
-    fixed_shift = _mm512_set1_epi16(short(H::M - m));
+    fixed_shift = _mm512_set1_epi16(short(shape.dropped));
     fixed_half = _mm512_set1_epi16(halves[0]);
     normal_bits = _mm512_set1_epi16(short(fits ? top << H::M : 0));
     normal_offset = _mm512_set1_epi16(short(fits ? (top - 1) << H::M : 0));
@@ -354,31 +372,30 @@ template <class H, int Flags>
 struct HalfSmallFloatLanes {
   int top;
   bool fits;
-  __m256i magnitude, inf, clamp, one, cap, fixed_half;
+  __m256i magnitude, nan_from, clamp, one, cap, fixed_half;
   __m128i fixed_shift;
   const SmallFloatLanes<Flags> bytes;
 
   explicit HalfSmallFloatLanes(const SmallFloatCodes& k) : bytes(k) {
-    const int m = 23 - int(k.shift), e_min = int(k.floor_bits >> 23) - Float32::BIAS;
-    const uint16_t clamp_bits = exact_half_bits<H>(bit_cast<uint32_t>(k.clamp));
-    top = H::BIAS + e_min;
-    fits = top == 1 && clamp_bits != 0 && H::M > m;
+    const HalfSmallFloatShape<H> shape(k);
+    top = shape.top;
+    fits = top == 1 && shape.fits();
     magnitude = _mm256_set1_epi16(short(~H::SIGN));
-    inf = _mm256_set1_epi16(short(H::INF));
-    clamp = _mm256_set1_epi16(short(clamp_bits));
+    // The smallest NaN magnitude: Inf + 1, or Inf itself with kInfIsNan.
+    nan_from = _mm256_set1_epi16(short((Flags & kInfIsNan) != 0 ? H::INF : H::INF + 1));
+    clamp = _mm256_set1_epi16(short(shape.clamp));
     one = _mm256_set1_epi16(1);
     cap = _mm256_set1_epi16(short(k.cap));
-    fixed_shift = _mm_cvtsi32_si128(H::M - m);
-    fixed_half = _mm256_set1_epi16(short(fits ? (1 << (H::M - m - 1)) - 1 : 0));
+    fixed_shift = _mm_cvtsi32_si128(shape.dropped);
+    fixed_half = _mm256_set1_epi16(fits ? shape.half(0) : 0);
   }
 
   template <bool kOneField>
   __m256i codes(__m256i h) const {
     static_assert(kOneField, "T = 1 only");
     const __m256i a = _mm256_and_si256(h, magnitude);
-    // Unsigned a > inf (a >= inf with kInfIsNan): max(a, inf + 1) == a, as AVX2 compares signed.
-    const __m256i above = (Flags & kInfIsNan) != 0 ? inf : _mm256_add_epi16(inf, one);
-    const __m256i nan = _mm256_cmpeq_epi16(_mm256_max_epu16(a, above), a);
+    // Unsigned a >= nan_from: max(a, nan_from) == a (AVX2 compares 16-bit lanes signed only).
+    const __m256i nan = _mm256_cmpeq_epi16(_mm256_max_epu16(a, nan_from), a);
     const __m256i x = _mm256_min_epu16(a, clamp);
     const __m256i odd = _mm256_and_si256(_mm256_srl_epi16(x, fixed_shift), one);
     const __m256i code = _mm256_srl_epi16(
