@@ -274,10 +274,19 @@ def _float_bits_of(values: BinaryValues) -> np.ndarray:
 # -- R4/R5: float targets ------------------------------------------------------------------------
 
 
-def _act(action: Action, fmt: FloatFormat, negative: np.ndarray) -> np.ndarray:
+def _sign_bits(negative: np.ndarray, fmt: FloatFormat, *, flipped: bool = False) -> np.ndarray:
+    """The format's sign bit where ``negative`` (where not, with ``flipped``), else 0, in the
+    int64 the codes are computed in (DOUBLE's bit 63 as int64's sign bit).  Given as a Python
+    int, NumPy 2.4's ``where`` wrapped 2**63 so silently, and NumPy 2.5's raises
+    OverflowError."""
     import numpy as np
 
-    sign = np.where(negative, fmt.sign_mask, 0)
+    mask = np.uint64(fmt.sign_mask).astype(np.int64)  # the same bits
+    return np.where(negative, 0, mask) if flipped else np.where(negative, mask, 0)
+
+
+def _act(action: Action, fmt: FloatFormat, negative: np.ndarray) -> np.ndarray:
+    sign = _sign_bits(negative, fmt)
     if action is Action.MAX:
         return sign | fmt.max_bits
     bits = fmt.inf_bits() if action is Action.INF else fmt.nan_bits()
@@ -291,7 +300,7 @@ def _to_float(values: BinaryValues, target: TypeSpec, mode: Mode) -> np.ndarray:
     fmt = target.fmt
     rules = mode.profile.rules
     neg = values.negative
-    sign = np.where(neg, fmt.sign_mask, 0)
+    sign = _sign_bits(neg, fmt)
     rule = overflow_rule(target, mode)
     zero = sign if fmt.has_negative_zero else np.zeros_like(sign)
     if rules.bfloat16 == "truncate" and target.code == _T.BFLOAT16:
@@ -307,7 +316,7 @@ def _to_float(values: BinaryValues, target: TypeSpec, mode: Mode) -> np.ndarray:
         if rules.finite_only_nan == "max":
             nan = np.full_like(sign, fmt.max_bits)
         else:  # ml_dtypes: +NaN -> -0, -NaN -> +0
-            nan = np.where(neg, 0, fmt.sign_mask)
+            nan = _sign_bits(neg, fmt, flipped=True)
     elif target.code == _T.FLOAT8E5M2:
         nan = sign | rules.float8e5m2_nan
     else:
