@@ -219,6 +219,16 @@ class Adapter(ABC):
         """An array of this library as a NumPy array of the same ONNX type (bits kept)."""
         raise NotImplementedError
 
+    def like_on(self, device: str) -> Any:
+        """A zero-size array of this library on ``device`` (a name such as ``"cpu"``,
+        ``"cuda"`` or ``"cuda:1"``), to pass as :meth:`from_numpy`'s ``like``; None where
+        the library's own default placement is that device.  Raises ValueError where the
+        library has no such device, or cannot reach it here.  This default knows the host
+        alone."""
+        if device == "cpu":
+            return None
+        raise ValueError(f"{self.name} holds its arrays on the host (cpu), not on {device!r}")
+
     def repeat_cast(self, plan: Any, *, packed: bool = False) -> Any:
         """A function casting any array of ``plan.source`` as ``plan`` says (and packing the
         result, with ``packed``), with no further validation, for the frontend to reuse on

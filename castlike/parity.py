@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import array_api_compat
 import numpy as np
 
 import castlike
@@ -192,6 +193,8 @@ class ParityReport:
     oracle_seconds: float = 0.0
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
+    #: Where the inputs were placed (None: each library's default).
+    device: str | None = None
 
     def cell(self, source: TypeSpec, target: TypeSpec, backend: str) -> Cell:
         return self.cells[(source.name, target.name, backend)]
@@ -220,6 +223,7 @@ class ParityReport:
             "exhaustive": self.exhaustive,
             "seed": self.seed,
             "random_inputs": self.n_random,
+            "device": self.device,
             "seconds": round(self.seconds, 2),
             "oracle_seconds": round(self.oracle_seconds, 2),
             "notes": self.notes,
@@ -274,14 +278,14 @@ def _run_cell(
     for check, packed in ((c, p) for c in checks for p in ways):
         label = f"{check.id}, packed" if packed else check.id
         try:
+            result = castlike.cast(x, target.name, packed=packed, **check.options())
+            moved = _moved(x, result)
+            if moved:
+                raise RuntimeError(moved)
             if packed:
-                host = _unpacked_host(
-                    castlike.cast(x, target.name, packed=True, **check.options()),
-                    target,
-                    inputs.size,
-                )
+                host = _unpacked_host(result, target, inputs.size)
             else:
-                host = adapter.to_numpy(castlike.cast(x, target.name, **check.options()))
+                host = adapter.to_numpy(result)
             want = expected[canonical_mode(check.mode, source, target)]
             mismatch = compare_bits(host, want, source, target, inputs)
         except Exception as exc:  # a crash is a verdict, not the end of the run
@@ -310,6 +314,16 @@ def _run_cell(
             cell.mismatches.append(ModeMismatch(label, mismatch.count, examples, text))
         tick()
     return cell
+
+
+def _moved(x: Any, result: Any) -> str:
+    """Where a result left its input's device: what the report says about it, else '' (also
+    for arrays without a device that array-api-compat knows: a registered backend's own)."""
+    try:
+        before, after = array_api_compat.device(x), array_api_compat.device(result)
+    except Exception:  # no device to compare: nothing to report
+        return ""
+    return "" if after == before else f"the result is on {after}, its input on {before}"
 
 
 def _ways(adapter: Adapter, target: TypeSpec) -> tuple[bool, ...]:
@@ -358,6 +372,8 @@ class _Setting(NamedTuple):
     limit: int
     #: JAX's ``jax_enable_x64`` here (None: JAX not among the backends); a worker sets the same.
     jax_x64: bool | None
+    #: Where the inputs are placed (``Adapter.like_on``); None: each library's default.
+    device: str | None = None
 
 
 def _jax_x64(names: Sequence[str]) -> bool | None:
@@ -395,6 +411,11 @@ def _source_groups(
     return [g for g in groups if g]
 
 
+def _like(adapter: Adapter, device: str | None) -> Any:
+    """The ``like`` array that places a backend's inputs on ``device`` (None: the default)."""
+    return None if device is None else adapter.like_on(device)
+
+
 def _cells_of(
     setting: _Setting,
     sources: Sequence[TypeSpec],
@@ -403,6 +424,7 @@ def _cells_of(
 ) -> dict[tuple[str, str, str], Cell]:
     """Every (source, target, backend) cell of these sources, computed in this process."""
     adapters = {name: adapter_named(name) for name in setting.names}
+    likes = {name: _like(a, setting.device) for name, a in adapters.items()}
     cache, limit = setting.cache, setting.limit
     cells: dict[tuple[str, str, str], Cell] = {}
     for source in sources:
@@ -412,7 +434,7 @@ def _cells_of(
         blocks = {k: inputs_for(source, k) for k in keys}
         inputs = np.concatenate(list(blocks.values()))
         on_backend = {
-            name: a.from_numpy(inputs)
+            name: a.from_numpy(inputs, like=likes[name])
             for name, a in adapters.items()
             if a.library_dtype(source) is not None
         }
@@ -555,6 +577,7 @@ def run_parity(
     workers: int | None = None,
     processes: int = 1,
     limit: int = 5,
+    device: str | None = None,
     oracle_progress: Callable[[int, int], None] | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> ParityReport:
@@ -583,12 +606,22 @@ def run_parity(
         backends run so; with a backend registered at run time everything runs here.
     limit : int
         Differing elements listed per mismatch.
+    device : str, optional
+        Where every backend's inputs are placed: ``"cpu"``, ``"cuda"``, ``"cuda:1"``, or any
+        name the backends' ``like_on`` takes (torch: a ``torch.device``; JAX: a platform and
+        an index).  Default: each library's own default placement.  A result that is not on
+        its input's device counts as an error.
     oracle_progress, progress : callable, optional
         ``f(done, total)`` while the oracle cache fills, and while the backends run.
 
     Returns
     -------
     ParityReport
+
+    Raises
+    ------
+    ValueError
+        Where a backend cannot place arrays on ``device``, before any work starts.
 
     Notes
     -----
@@ -597,6 +630,10 @@ def run_parity(
     ``if __name__ == "__main__":`` guard.
     """
     started = time.perf_counter()
+    names = list(backends) if backends is not None else available_backends()
+    adapters = {name: adapter_named(name) for name in names}
+    for adapter in adapters.values():
+        _like(adapter, device)  # a device a backend cannot reach fails here, not in every cell
     all_types = numeric_types()
     sources = list(sources or all_types)
     targets = list(targets or all_types)
@@ -616,9 +653,7 @@ def run_parity(
     precompute(jobs, cache, workers, progress=oracle_progress, start_method="spawn")
     oracle_seconds = time.perf_counter() - started
 
-    names = list(backends) if backends is not None else available_backends()
-    adapters = {name: adapter_named(name) for name in names}
-    report = ParityReport(names, sources, targets, {}, exhaustive, seed, n_random)
+    report = ParityReport(names, sources, targets, {}, exhaustive, seed, n_random, device=device)
     report.oracle_seconds = oracle_seconds
     total = sum(
         len(checks[(s.name, t.name)])
@@ -636,7 +671,7 @@ def run_parity(
         if progress is not None:
             progress(done, total)
 
-    setting = _Setting(names, exhaustive, seed, n_random, cache, limit, _jax_x64(names))
+    setting = _Setting(names, exhaustive, seed, n_random, cache, limit, _jax_x64(names), device)
     groups = _source_groups(sources, targets, keys, checks, processes or 1)
     if len(groups) > 1 and all(name in _BUILTIN for name in names):
         found = _cells_in_workers(setting, groups, targets, tick)

@@ -185,6 +185,7 @@ BAD_ARGUMENTS = [
     ["parity", "--jobs", "0"],
     ["parity", "--seed", "x"],
     ["parity", "--json", "/nonexistent-folder/p.json"],
+    ["parity", "--backend", "numpy", "--device", "cuda"],
     ["conformance", "--backend", "nope"],
     ["conformance", "--data-profile", "nope"],
     ["conformance", "--no-installed"],

@@ -26,6 +26,12 @@ SOURCES = [TYPES[_T.FLOAT8E4M3FN], TYPES[_T.INT4], TYPES[_T.FLOAT]]
 TARGETS = [TYPES[_T.FLOAT8E5M2FNUZ], TYPES[_T.UINT2], TYPES[_T.BFLOAT16], TYPES[_T.FLOAT4E2M1]]
 
 
+def _cuda_available() -> bool:
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
 def test_checks_cover_every_mode_and_the_old_fnuz_rule() -> None:
     fnuz = checks_for(TYPES[_T.FLOAT], TYPES[_T.FLOAT8E4M3FNUZ])
     plain = checks_for(TYPES[_T.FLOAT], TYPES[_T.FLOAT8E4M3FN])
@@ -73,6 +79,61 @@ def test_parity_on_a_subset(backend: str, oracle_cache: Path) -> None:
     data = report.to_json()
     assert data["ok"] is True
     assert len(data["pairs"]) == len(SOURCES) * len(TARGETS)
+
+
+def test_parity_places_the_inputs_on_the_device(backend: str, oracle_cache: Path) -> None:
+    """``device="cpu"`` is a place every backend has: the same verdicts, and the report says
+    where the inputs were."""
+    report = run_parity(
+        [backend], sources=SOURCES[:1], targets=TARGETS[:2], cache_dir=oracle_cache, device="cpu"
+    )
+    assert report.ok, [report.cells[k].reason for k in report.failed]
+    assert report.to_json()["device"] == "cpu"
+
+
+def test_parity_refuses_a_device_before_any_work(tmp_path: Path) -> None:
+    """A device that a backend cannot reach stops the run before the oracle fills its cache."""
+    with pytest.raises(ValueError, match="numpy holds its arrays on the host"):
+        run_parity(["numpy"], sources=SOURCES[:1], cache_dir=tmp_path, device="cuda")
+    assert not any(tmp_path.iterdir())
+
+
+def test_a_result_off_its_inputs_device_is_an_error(
+    monkeypatch: pytest.MonkeyPatch, oracle_cache: Path
+) -> None:
+    """A cast whose result leaves the input's device is an error in the report, whatever its
+    bits: a wrapper puts one pair's results on torch's meta device."""
+    pytest.importorskip("torch", reason="the check needs torch (a second device: meta)")
+    import castlike
+
+    source, target = TYPES[_T.FLOAT8E4M3FN], TYPES[_T.BFLOAT16]
+    real = castlike.cast
+
+    def moving(x: Any, to: Any, **options: Any) -> Any:
+        out = real(x, to, **options)
+        return out.to("meta") if to == target.name else out
+
+    monkeypatch.setattr(castlike, "cast", moving)
+    report = run_parity(
+        ["torch"], sources=[source], targets=[target], cache_dir=oracle_cache, device="cpu"
+    )
+    cell = report.cell(source, target, "torch")
+    assert cell.status is CellStatus.ERROR
+    assert "the result is on meta, its input on cpu" in cell.reason
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("torch") is None or not _cuda_available(),
+    reason="no CUDA device on this machine (or no torch)",
+)
+def test_parity_on_a_cuda_device(oracle_cache: Path) -> None:
+    """Torch's casts on a CUDA device (the torch-op path) against the oracle."""
+    report = run_parity(
+        ["torch"], sources=SOURCES, targets=TARGETS, cache_dir=oracle_cache, device="cuda"
+    )
+    assert report.ok, [report.cells[k].reason for k in report.failed] + [
+        m.text for k in report.failed for m in report.cells[k].mismatches
+    ]
 
 
 # -- a deliberate one-bit error --------------------------------------------------------------

@@ -78,6 +78,13 @@ def register(subparsers: Any) -> None:
         f"backends (default: the cores, at most {CAST_PROCESSES}: each imports every backend)",
     )
     p.add_argument(
+        "--device",
+        metavar="NAME",
+        help="place every backend's inputs on this device (cpu, cuda, cuda:1, ...: torch's "
+        "device names; JAX's platform names; the others hold arrays on the cpu only) and "
+        "check that results stay there (default: each library's default)",
+    )
+    p.add_argument(
         "--full", action="store_true", help="print every pair, not one row per source type"
     )
     p.set_defaults(func=run)
@@ -125,8 +132,13 @@ def run(args: argparse.Namespace) -> int:
     console = Console()
     cache = _cache_dir(args)
     cached_before = _cached_answers(cache)
-    report = _run_with_progress(args, backends, sources, targets, console)
+    try:
+        report = _run_with_progress(args, backends, sources, targets, console)
+    except ValueError as exc:  # a device a backend cannot reach (checked before any work)
+        return _error(str(exc))
     inputs = "exhaustive" if report.exhaustive else f"sampled, seed {report.seed}"
+    if report.device is not None:
+        inputs += f", on {report.device}"
     what = "every pair" if args.full else "targets per source type"
     headers, rows, legend = matrix_rows(report, full=args.full)
     print_table(
@@ -200,6 +212,7 @@ def _run_with_progress(
             cache_dir=args.cache_dir,
             workers=args.jobs,
             processes=args.jobs or min(CAST_PROCESSES, usable_cores()),
+            device=args.device,
             oracle_progress=on_oracle,
             progress=on_backend,
         )
