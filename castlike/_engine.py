@@ -263,8 +263,9 @@ class Engine:
             value = a.clip(value, -plan.top, plan.top)  # clip keeps NaN
         out = a.astype(value, target)
         if plan.repair == "nan beyond max":
-            # The library saturates; beyond the rounding boundary the rule wants NaN, sign kept.
-            # Saturated results are +-max, and max | NaN's magnitude bits is NaN's encoding.
+            # Beyond the rounding boundary the rule wants NaN, sign kept.  The library wrote
+            # +-max there (or, where the plan allows, Inf or its NaN), and each of those |
+            # NaN's magnitude bits is NaN's encoding.
             magnitude = self.xp.abs(value)
             over = magnitude >= plan.boundary if plan.inclusive else magnitude > plan.boundary
             u = a.int_bits(out, target)

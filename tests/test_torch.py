@@ -576,3 +576,90 @@ def test_uint64_extremes() -> None:
     assert [int(b) for b in _bits(castlike.cast(x, "FLOAT"))] == [0x5F800000, 0x5F000001]
     assert [int(b) for b in _bits(castlike.cast(x, "FLOAT8E4M3FN"))] == [0x7E, 0x7E]
     assert [int(b) for b in _bits(castlike.cast(x, "INT8"))] == [0xFF, 0x01]
+
+
+# -- torch's FLOAT -> FLOAT8E4M3FN beyond max, whatever the version --------------------------------
+
+
+@pytest.mark.parametrize("beyond_max", ["saturates", "writes NaN"])
+def test_float8e4m3fn_plans_hold_whatever_torch_writes_beyond_max(
+    beyond_max: str, monkeypatch: pytest.MonkeyPatch, oracle_cache: Path
+) -> None:
+    """torch 2.13 saturates FLOAT -> float8_e4m3fn beyond max and for Inf; torch 2.11 writes
+    NaN there (eager, CPU and CUDA, measured on an H200).  Under either conversion, the torch
+    op path (its float8 conversion plus the plan's repair) gives the rule in every mode."""
+    from castlike.spec.float8_repairs import plan_for
+    from castlike.testing import all_modes, curated_inputs
+
+    source, target = spec_of("FLOAT"), spec_of("FLOAT8E4M3FN")
+    real = torch_backend.TorchAdapter.astype
+    written = 0x7E if beyond_max == "saturates" else 0x7F
+
+    def emulated(self: Any, x: Any, t: TypeSpec) -> Any:
+        if t.code != target.code or x.dtype != torch.float32:
+            return real(self, x, t)
+        # In range, torch's own rounding (both versions agree there); beyond max, as told.
+        inside = real(self, x.clamp(-448.0, 448.0), t).view(torch.uint8)
+        sign = (x.view(torch.int32) < 0).to(torch.uint8) << 7
+        beyond = (x.abs() > 464.0) & ~x.isnan()
+        return torch.where(beyond, sign | written, inside).view(torch.float8_e4m3fn)
+
+    monkeypatch.setattr(torch_backend.TorchAdapter, "astype", emulated)
+    host = curated_inputs(source)
+    x = ADAPTER.from_numpy(host)
+    engine = ADAPTER.engine()
+    checked = 0
+    for mode in all_modes():
+        plan = plan_for(ADAPTER.float8_plans, target, mode)
+        if plan is None:
+            continue
+        assert plan.repair != "none", "a plan trusts what torch writes beyond max"
+        result = engine.float8_by_library(x, target, plan)
+        expected = oracle_bits(
+            source, target, mode, host, cache_dir=oracle_cache, cache_key="curated"
+        )
+        assert_cast_equal(result, expected, source, target, host)
+        checked += 1
+    assert checked >= 2  # the saturating and the NaN modes at least
+
+
+class _NoUnsignedAnd(torch.overrides.TorchFunctionMode):
+    """``&`` on uint16/32/64 tensors raises, as on CUDA (torch 2.11: "bitwise_and_cuda" not
+    implemented for 'UInt16')."""
+
+    ANDS = frozenset(
+        {torch.Tensor.__and__, torch.Tensor.__rand__, torch.Tensor.bitwise_and, torch.bitwise_and}
+    )
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        wide = (torch.uint16, torch.uint32, torch.uint64)
+        if func in self.ANDS and any(getattr(a, "dtype", None) in wide for a in args):
+            raise NotImplementedError(f"bitwise_and not implemented for {args[0].dtype}")
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("packed", [False, True], ids=["one per byte", "packed"])
+@pytest.mark.parametrize("source", ["UINT16", "UINT32", "UINT64"])
+def test_wide_unsigned_into_sub_byte_without_unsigned_and(
+    source: str, packed: bool, monkeypatch: pytest.MonkeyPatch, oracle_cache: Path
+) -> None:
+    """The torch op path (every device but the CPU) keeps the low bits of a uint16/32/64
+    without ``&`` on those dtypes, which CUDA lacks."""
+    monkeypatch.setenv("CASTLIKE_TORCH_NATIVE", "0")
+    s = spec_of(source)
+    host = inputs_for(s, "curated")
+    x = ADAPTER.from_numpy(host)
+    for name in ("UINT4", "INT4", "UINT2", "INT2"):
+        t = spec_of(name)
+        with _NoUnsignedAnd():
+            y = castlike.cast(x, name, packed=packed)
+        expected = oracle_bits(s, t, Mode(), host, cache_dir=oracle_cache, cache_key="curated")
+        if packed:
+            from castlike.spec.packing import layout_of, unpack_rows
+
+            layout = layout_of(t)
+            assert layout is not None
+            codes = unpack_rows(np, ADAPTER.to_numpy(y), layout, host.size)
+            assert np.array_equal(codes.astype(np.uint64), expected), name
+        else:
+            assert_cast_equal(y, expected, s, t, host)

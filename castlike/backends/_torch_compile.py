@@ -398,7 +398,9 @@ def native_cast_of_args(x: torch.Tensor, args: OperatorArgs) -> torch.Tensor:
     the target), with the bytes of a type Inductor cannot hold viewed as that type."""
     result = torch.ops.castlike.native_cast(x, *args)
     target_code = args[1]
-    if _T(target_code) in OPAQUE_TO_INDUCTOR:
+    # The int itself (OnnxType is an IntEnum): torch 2.11's Dynamo cannot guard on an enum
+    # member made from a constant (NotImplementedError in make_guard).
+    if target_code in OPAQUE_TO_INDUCTOR:
         return torch.ops.castlike.bytes_as(result, target_code)
     return result
 
@@ -461,7 +463,7 @@ _LIBRARY.impl("native_cast", _native_cast, "CPU")
 
 
 def _native_cast_dtype(target: TypeSpec) -> torch.dtype:
-    if _T(target.code) in OPAQUE_TO_INDUCTOR:
+    if target.code in OPAQUE_TO_INDUCTOR:
         return torch.uint8
     return shell_dtype(target)
 
@@ -549,7 +551,7 @@ def packed_cast(
         -1 if source_row is None else source_row,
         pack,
     )
-    if not pack and _T(target.code) in OPAQUE_TO_INDUCTOR:
+    if not pack and target.code in OPAQUE_TO_INDUCTOR:
         return torch.ops.castlike.bytes_as(result, target.code)
     return result
 

@@ -48,7 +48,7 @@ from .._native.routes import covers
 from ..errors import BackendTypeError
 from ..spec.float8_repairs import LibrarySpecials, plans
 from ..spec.packing import layout_of
-from ..spec.route import Family, Route
+from ..spec.route import Family, FloatBits, Route
 from ..spec.rules import Action, Mode
 from ..spec.types import TYPES, Kind, OnnxType, Special, TypeSpec, spec_of
 from . import _torch_compile as compiled
@@ -168,10 +168,13 @@ def _library_pairs() -> frozenset[tuple[int, int]]:
 #: See :func:`_library_pairs`.
 LIBRARY_PAIRS = _library_pairs()
 
-#: torch 2.13's float8 conversions of FLOAT, measured (eager and Inductor, CPU): rounding to
-#: nearest even, subnormals included (checked on all 2**32 FLOATs), and these specials.
+#: torch's float8 conversions of FLOAT, measured: rounding to nearest even, subnormals
+#: included (torch 2.13, eager and Inductor, CPU: on all 2**32 FLOATs), and these specials.
+#: FLOAT8E4M3FN's overflow and Inf differ between versions and devices: torch 2.13 saturates
+#: (eager and Inductor, CPU); torch 2.11 writes NaN eagerly, on the CPU and on CUDA (an H200),
+#: so neither is declared, and every mode is repaired whatever torch does.
 FLOAT8_SPECIALS: dict[OnnxType, LibrarySpecials] = {
-    _T.FLOAT8E4M3FN: LibrarySpecials(Action.MAX, Action.MAX, 0x7F),
+    _T.FLOAT8E4M3FN: LibrarySpecials(None, None, 0x7F),
     _T.FLOAT8E5M2: LibrarySpecials(Action.INF, Action.INF, 0x7F),
     _T.FLOAT8E4M3FNUZ: LibrarySpecials(Action.NAN, Action.NAN, 0x80),
     _T.FLOAT8E5M2FNUZ: LibrarySpecials(Action.NAN, Action.NAN, 0x80),
@@ -320,11 +323,17 @@ class TorchAdapter(Adapter):
         return torch.where(cond, a, b).view(like.dtype)
 
     def clip(self, x: Any, low: float, high: float) -> torch.Tensor:
-        """``torch.clamp`` (which keeps NaN); uint32/uint64 (which it cannot clamp) on the int64
-        view, where those beyond 2**63 read as negative and go to ``high``."""
+        """``torch.clamp`` (which keeps NaN; compiled, the NaN is kept by a ``where``);
+        uint32/uint64 (which it cannot clamp) on the int64 view, where those beyond 2**63 read
+        as negative and go to ``high``."""
         bits = _NO_ARITHMETIC.get(x.dtype, 0)
         if bits < 32:
-            return torch.clamp(x, low, high)
+            clipped = torch.clamp(x, low, high)
+            if x.is_floating_point() and torch.compiler.is_compiling():
+                # Inductor's CPU clamp of a NaN gives a NaN of another sign (measured, torch
+                # 2.13: +NaN -> -NaN): the NaN itself is kept instead.
+                return torch.where(x != x, x, clipped)
+            return clipped
         signed = x.view(torch.int64) if bits == 64 else x.to(torch.int64)
         clipped = torch.where(signed < 0, int(high), torch.clamp(signed, int(low), int(high)))
         return clipped.view(x.dtype) if bits == 64 else clipped.to(x.dtype)
@@ -375,6 +384,13 @@ class TorchAdapter(Adapter):
         if like is not None:
             tensor = tensor.to(like.device)
         return tensor
+
+    def like_on(self, device: str) -> torch.Tensor:
+        """An empty tensor on ``device`` (any name ``torch.device`` takes: "cpu", "cuda:1")."""
+        try:
+            return torch.empty(0, device=device)
+        except (RuntimeError, AssertionError, ValueError) as exc:  # unknown, or not built in
+            raise ValueError(f"torch cannot place a tensor on {device!r}: {exc}") from None
 
     def to_numpy(self, x: Any) -> np.ndarray:
         """A tensor as a NumPy array of the same ONNX type (bits kept, on the host)."""
@@ -473,6 +489,15 @@ class TorchEngine(Engine):
     #: temporaries itself and blocks only add per-op overhead).
     BLOCK = 1 << 17
     BLOCKED_FROM = 1 << 21
+
+    def integer_to_integer(self, x: Any, target: TypeSpec) -> Any:
+        """R8 as the shared step, a uint16/32/64 tensor through its signed view of the same
+        width (the same low bits): CUDA has no ``&`` on those dtypes (torch 2.11 on an H200:
+        NotImplementedError "bitwise_and_cuda" for the sub-byte targets)."""
+        bits = _NO_ARITHMETIC.get(x.dtype)
+        if bits is not None and target.is_sub_byte:
+            x = x.view(SIGNED[bits])
+        return super().integer_to_integer(x, target)
 
     def cast(self, x: Any, plan: Plan) -> Any:
         """Cast ``x``; CPU tensors by the native kernels where they cover the cast, large CPU
@@ -599,7 +624,21 @@ class TorchEngine(Engine):
         source, target = route.source, route.target
         if target.is_float and target.bits == 8 and not _INDUCTOR_FLOAT8_IN_VECTORS:
             return False
-        return source.is_float and source.bits > 16 and target.is_float and route.single_op
+        plan = route.float8_plan
+        # A clamp and the conversion (FLOAT8E4M3FN with saturation, whatever torch writes
+        # beyond max) are one elementwise loop for Inductor too.
+        clamp_then_to = (
+            plan is not None
+            and plan.repair == "clamp"
+            and plan.library_nan is None
+            and route.float_bits is FloatBits.SAME
+        )
+        return (
+            source.is_float
+            and source.bits > 16
+            and target.is_float
+            and (route.single_op or clamp_then_to)
+        )
 
 
 def _cpu_to_keeps_nan(route: Route) -> bool:

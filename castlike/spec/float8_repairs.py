@@ -33,10 +33,14 @@ PlanKey = tuple[int, bool, str, str, bool]
 @dataclass(frozen=True)
 class LibrarySpecials:
     """What a library's FLOAT -> float8 conversion makes of a FLOAT beyond the format's range
-    and of +-Inf, and the NaN encoding it writes (sign bit added for signed NaNs)."""
+    and of +-Inf, and the NaN encoding it writes (sign bit added for signed NaNs).
 
-    overflow: Action
-    inf: Action
+    ``overflow`` and ``inf`` are None where there is no one answer (library versions or
+    devices differ): the plans then repair every mode, relying only on the result beyond
+    max being +-max, +-Inf or NaN."""
+
+    overflow: Action | None
+    inf: Action | None
     nan: int
 
 
@@ -65,24 +69,31 @@ def float8_plan(library: LibrarySpecials, target: TypeSpec, mode: Mode) -> Float
         return None
     rule = overflow_rule(target, mode)
     wanted = (rule.overflow, rule.inf)
-    if wanted == (library.overflow, library.inf):
+    max_bits = fmt.max_bits & ~fmt.sign_mask
+    # Marking NaN ORs NaN's magnitude bits onto what the library wrote beyond max: right for
+    # a saturated max, and for anything else (Inf, NaN) only where those bits cover it.
+    nan_magnitude = nan & ~fmt.sign_mask
+    written = (max_bits, fmt.inf_bits() or 0, library.nan & ~fmt.sign_mask)
+    covers = all(bits | nan_magnitude == nan_magnitude for bits in written)
+    if library.overflow is not None and wanted == (library.overflow, library.inf):
         repair = "none"
     elif wanted == (Action.MAX, Action.MAX):
         repair = "clamp"
-    elif wanted == (Action.NAN, Action.NAN) and library.inf is Action.MAX:
+    elif wanted == (Action.NAN, Action.NAN) and (
+        library.inf is Action.MAX or (library.inf is None and covers)
+    ):
         repair = "nan beyond max"
     else:
         return None
     # The magnitude from which a value rounds (to nearest even) above max; the boundary itself
     # does when max's last mantissa bit is odd.
-    max_bits = fmt.max_bits & ~fmt.sign_mask
     ulp = fmt.magnitude_of(max_bits) - fmt.magnitude_of(max_bits - 1)
     return Float8Plan(
         repair=repair,
         top=float(fmt.max_value),
         boundary=float(fmt.max_value + ulp / 2),
         inclusive=bool(max_bits & 1),
-        nan_magnitude=nan & ~fmt.sign_mask,
+        nan_magnitude=nan_magnitude,
         library_nan=None if nan == library.nan else library.nan,
     )
 

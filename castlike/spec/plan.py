@@ -72,13 +72,19 @@ def parse_round_mode(round_mode: str | RoundMode) -> RoundMode:
     return found
 
 
+#: The members of the option enums by value: a dict lookup, since torch 2.11's Dynamo cannot
+#: trace iterating an Enum class (TypeError "missing required positional argument: cls").
+_MEMBERS: dict[Any, dict[str, Any]] = {
+    enum: {member.value: member for member in enum} for enum in (RoundMode, Profile)
+}
+
+
 def _member(enum: Any, name: Any) -> Any:
     """The member of ``enum`` whose value is the str ``name`` in lower case, or None (not a
     str)."""
     if not isinstance(name, str):
         return None
-    text = plain_str(name).lower()
-    return next((member for member in enum if member.value == text), None)
+    return _MEMBERS[enum].get(plain_str(name).lower())
 
 
 def plain_str(value: str) -> str:
