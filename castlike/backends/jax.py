@@ -22,6 +22,16 @@ FLOAT -> FLOAT16, the exact widenings); the tests check every declared pair agai
 oracle.  Every other source of 16 bits or fewer is one gather from the pattern table (a
 constant of the compiled program).
 
+Measured on XLA:GPU (jax 0.11.2, an H200), where XLA:CPU does as the rules say:
+
+* float conversions write every NaN as the canonical NaN (0x7FFF in FLOAT16/BFLOAT16): the
+  sign and payload are lost.  A declared pair's value is XLA's, its NaN never is: the engine
+  writes the rule's NaN itself wherever the source is NaN (:meth:`JaxEngine.library`);
+* INT2/UINT2 -> INT4/UINT4/FLOAT4E2M1 conversions lose the top bit of the 2-bit value
+  (0x2 -> 0x0, 0x3 -> 0x1), and ``jit`` folds a widening to 8 bits followed by a narrowing
+  into that conversion.  Sub-byte integers are widened to 8 bits before anything else reads
+  them, the 2-bit ones behind an optimization barrier (:func:`widened_sub_byte`).
+
 64-bit types (DOUBLE, INT64, UINT64) exist only with ``jax_enable_x64``; without it they are
 refused (R10) instead of silently becoming 32-bit.
 """
@@ -41,14 +51,22 @@ from jax import lax
 from .._adapter import Adapter
 from .._engine import Engine
 from ..errors import BackendTypeError
-from ..spec.route import Route
-from ..spec.rules import Mode, canonical_mode
-from ..spec.types import TYPES, Kind, OnnxType, TypeSpec
+from ..spec.route import Family, Route
+from ..spec.rules import IEEE_NAN_TYPES, Mode, canonical_mode, nan_bits_for
+from ..spec.types import TYPES, FloatFormat, Kind, OnnxType, Special, TypeSpec
 
 if TYPE_CHECKING:
     from ..spec.plan import Plan
 
-__all__ = ["ADAPTER", "JAX_DTYPES", "JaxAdapter", "JaxEngine", "canonical_bool", "x64_enabled"]
+__all__ = [
+    "ADAPTER",
+    "JAX_DTYPES",
+    "JaxAdapter",
+    "JaxEngine",
+    "canonical_bool",
+    "widened_sub_byte",
+    "x64_enabled",
+]
 
 _T = OnnxType
 
@@ -90,20 +108,29 @@ UNHOLDABLE_TYPES = frozenset({_T.FLOAT6E2M3, _T.FLOAT6E3M2})
 _UINTS = {b: np.dtype(f"uint{b}") for b in (8, 16, 32, 64)}
 #: The unsigned dtype of the same width as each sub-byte type, for bit casts.
 _NARROW_UINTS = {2: np.dtype(jnp.uint2), 4: np.dtype(jnp.uint4)}
+#: The 8-bit integer dtype each sub-byte integer type widens to, its values kept.
+_WIDER = {
+    _T.INT2: np.dtype(jnp.int8),
+    _T.UINT2: _UINTS[8],
+    _T.INT4: np.dtype(jnp.int8),
+    _T.UINT4: _UINTS[8],
+}
 
 
 def _library_pairs() -> frozenset[tuple[int, int]]:
     """Pairs whose XLA conversion *is* the rule, bit for bit (``Adapter.library_pairs``).
 
     Sources of 16 bits or fewer: either the target holds every source value exactly (so the
-    only rule is "the same value", NaN as NaN for IEEE targets: R3), or both are integers (R8:
-    keep the low bits, which is XLA's integer conversion).  A gather is up to ~8x slower than
-    these conversions on XLA:CPU.  Left out on purpose (measured): sub-byte targets and
-    FLOAT4E2M1 (XLA:CPU converts them no faster), float -> BOOL (XLA:CPU compares a BFLOAT16
-    subnormal equal to 0) and BFLOAT16 -> DOUBLE (XLA:CPU goes through a FLOAT subnormal and
-    flushes it).  Wide sources: integers -> FLOAT/DOUBLE (one rounding to nearest even) and
-    FLOAT -> FLOAT16 (checked on all 2**32 inputs on XLA:CPU: subnormal inputs flush to a zero
-    of the right sign, which is their result).  FLOAT <-> DOUBLE are not: XLA:CPU flushes.
+    only rule is "the same value"), or both are integers (R8: keep the low bits, which is XLA's
+    integer conversion).  Not the NaN of a float source, which XLA:GPU writes as its canonical
+    NaN: R3's NaN is written by the engine (:meth:`JaxEngine.library`), never taken from XLA.
+    A gather is up to ~8x slower than these conversions on XLA:CPU.  Left out on purpose
+    (measured): sub-byte targets and FLOAT4E2M1 (XLA:CPU converts them no faster), float ->
+    BOOL (XLA:CPU compares a BFLOAT16 subnormal equal to 0) and BFLOAT16 -> DOUBLE (XLA:CPU
+    goes through a FLOAT subnormal and flushes it).  Wide sources: integers -> FLOAT/DOUBLE (one
+    rounding to nearest even) and FLOAT -> FLOAT16 (checked on all 2**32 inputs on XLA:CPU:
+    subnormal inputs flush to a zero of the right sign, which is their result).  FLOAT <->
+    DOUBLE are not: XLA:CPU flushes.
     """
     ints = (_T.INT8, _T.UINT8, _T.INT16, _T.UINT16, _T.INT32, _T.UINT32, _T.INT64, _T.UINT64)
     sub_byte = (_T.INT4, _T.UINT4, _T.INT2, _T.UINT2)
@@ -140,6 +167,37 @@ def canonical_bool(x: Any) -> Any:
     the byte under ``jit``).  The byte as uint8 compared with 0 is a bool XLA reads one way.
     """
     return lax.ne(x.astype(_UINTS[8]), np.uint8(0))
+
+
+def widened_sub_byte(x: Any, t: TypeSpec) -> Any:
+    """An INT2/UINT2/INT4/UINT4 array ``x`` as int8/uint8 of the same values (one that is
+    already 8-bit is returned as it is).
+
+    Every read of a sub-byte integer array goes through here first.  XLA:GPU (jax 0.11.2,
+    measured on an H200) loses the top bit of INT2/UINT2 values converted to INT4/UINT4/
+    FLOAT4E2M1 (0x2 -> 0x0, 0x3 -> 0x1), eagerly and under ``jit``, while its widening to 8
+    bits is right.  Under ``jit`` it also folds "widen, then narrow to 4 bits" (even through
+    a gather) back into that direct conversion, so the 2-bit widening is kept a step of its
+    own by an optimization barrier (one more pass over the bytes, for 2-bit sources only).
+    The 4-bit types were right there; they are widened the same way, without the barrier.
+
+    Parameters
+    ----------
+    x : jax.Array
+        An array (or tracer) of ``t``'s dtype, or of :data:`_WIDER`'s dtype for ``t``.
+    t : TypeSpec
+        A sub-byte integer type.
+
+    Returns
+    -------
+    jax.Array
+        int8 (signed ``t``) or uint8 (unsigned ``t``), the same values.
+    """
+    wide = _WIDER[_T(t.code)]
+    if x.dtype == wide:
+        return x
+    widened = x.astype(wide)
+    return lax.optimization_barrier(widened) if t.bits == 2 else widened
 
 
 def _is_tracer(x: Any) -> bool:
@@ -210,9 +268,14 @@ class JaxAdapter(Adapter):
             return x & ((1 << t.bits) - 1)
         if t.kind is Kind.BOOL:
             return canonical_bool(x).astype(_UINTS[8])
+        if t.is_integer and t.is_sub_byte:
+            # Widened first (see widened_sub_byte), then the low t.bits bits of the byte.
+            wide = widened_sub_byte(x, t)
+            u = wide if wide.dtype == _UINTS[8] else lax.bitcast_convert_type(wide, _UINTS[8])
+            return u & np.uint8((1 << t.bits) - 1)
         if t.is_sub_byte:
             # A bit cast to the unsigned type of the same width, then a (zero-extending)
-            # widening: the low t.bits bits, whatever the sign or float encoding.
+            # widening: the low t.bits bits of the float encoding.
             narrow = _NARROW_UINTS[t.bits]
             u = x if x.dtype == narrow else lax.bitcast_convert_type(x, narrow)
             return u.astype(_UINTS[8])
@@ -265,6 +328,17 @@ class JaxAdapter(Adapter):
             return jax.device_put(array, _placement_like(like, array.shape))
         return jnp.asarray(array)
 
+    def like_on(self, device: str) -> jax.Array:
+        """An empty array on ``device``: a platform ("cpu", "gpu", "cuda", "tpu") and an
+        optional index among its devices ("cuda:1"; default the first)."""
+        platform, _, index = device.partition(":")
+        try:
+            found = jax.devices(platform)
+            placed = found[int(index or 0)]
+        except (RuntimeError, ValueError, IndexError) as exc:
+            raise ValueError(f"jax cannot place an array on {device!r}: {exc}") from None
+        return jax.device_put(jnp.zeros((0,), jnp.uint8), placed)
+
     def to_numpy(self, x: Any) -> np.ndarray:
         if _is_tracer(x):
             raise BackendTypeError(
@@ -303,6 +377,13 @@ class JaxEngine(Engine):
     (``flushes_subnormals``), and the engine does them in integers.
     """
 
+    def run(self, x: Any, route: Route) -> Any:
+        if route.source.is_integer and route.source.is_sub_byte:
+            # Before any step reads the source: XLA:GPU mishandles INT2/UINT2 arrays in other
+            # conversions (see widened_sub_byte); every step takes the 8-bit values as they are.
+            x = widened_sub_byte(x, route.source)
+        return super().run(x, route)
+
     def pattern_table(self, x: Any, route: Route) -> Any:
         if route.source.kind is Kind.BOOL:  # XLA's own conversions read the byte
             x = canonical_bool(x)
@@ -311,7 +392,31 @@ class JaxEngine(Engine):
     def library(self, x: Any, route: Route) -> Any:
         if route.source.kind is Kind.BOOL:  # the same, for a declared pair (canonical_bool)
             x = canonical_bool(x)
-        return super().library(x, route)
+        out = super().library(x, route)
+        if _writes_small_float_nan(route):
+            out = self.small_float_nan(x, out, route)
+        return out
+
+    def small_float_nan(self, x: Any, out: Any, route: Route) -> Any:
+        """R3 for a NaN of a float of 8 bits or fewer into FLOAT16, BFLOAT16, FLOAT or DOUBLE:
+        the target's quiet NaN with the input's sign bit, written over ``out`` (XLA's
+        conversion) wherever ``x``'s bits are a NaN.
+
+        XLA:GPU writes the canonical NaN (0x7FFF in FLOAT16/BFLOAT16, sign dropped) where
+        XLA:CPU keeps the sign; which one runs is unknown while tracing, so this always runs
+        (one fused select).  The NaN test is on the bits, not ``x != x``, so that it does not
+        depend on how XLA compares these types either."""
+        a, source, target = self.a, route.source, route.target
+        b = a.bits(x, source)
+        fmt = source.fmt
+        magnitude = b & np.uint8(fmt.sign_mask - 1) if fmt.signed else b
+        is_nan = magnitude >= np.uint8(_lowest_nan_magnitude(fmt))
+        positive = nan_bits_for(target, route.mode, negative=False)
+        u = a.where(is_nan, positive, a.int_bits(out, target))
+        if fmt.signed:
+            negative = nan_bits_for(target, route.mode, negative=True)
+            u = a.where(is_nan & (b >= np.uint8(fmt.sign_mask)), negative, u)
+        return a.from_bits(u, target)
 
     def cast(self, x: Any, plan: Plan) -> Any:
         # Options that cannot change this pair's result take their canonical values, so that
@@ -324,6 +429,34 @@ class JaxEngine(Engine):
         if compiled is None:
             compiled = _COMPILED[key] = jax.jit(partial(super().cast, plan=plan))
         return compiled(x)
+
+
+def _writes_small_float_nan(route: Route) -> bool:
+    """Whether :meth:`JaxEngine.small_float_nan` repairs the route: XLA's conversion from a
+    float of 8 bits or fewer with NaNs into an IEEE type.  FNUZ's NaN has its own repair (the
+    route's ``fnuz_nan``); between IEEE types the route asks for R3's policy itself
+    (``nan_policy``: :meth:`~castlike._engine.Engine.ieee_nan_policy`, on ``x != x`` and the
+    bits, never on XLA's NaN)."""
+    source, target = route.source, route.target
+    return (
+        route.family is Family.LIBRARY
+        and source.is_float
+        and source.code not in IEEE_NAN_TYPES
+        and target.code in IEEE_NAN_TYPES
+        and source.fmt.has_nan
+        and source.fmt.special is not Special.FNUZ
+    )
+
+
+def _lowest_nan_magnitude(fmt: FloatFormat) -> int:
+    """The smallest magnitude (bits below the sign) that is a NaN in a format of 8 bits or
+    fewer; every larger one is a NaN too (the NaNs are the top of the encodings)."""
+    top = (fmt.sign_mask or (1 << fmt.total_bits)) - 1  # the largest magnitude
+    lowest = top
+    while lowest > 0 and fmt.is_nan_bits(lowest - 1):
+        lowest -= 1
+    assert fmt.is_nan_bits(top), fmt  # FLOAT8E4M3FN, FLOAT8E5M2, FLOAT8E8M0
+    return lowest
 
 
 #: The jitted cast of each (source, target, canonical mode); JAX caches each per shape, dtype
