@@ -13,7 +13,6 @@ torch = pytest.importorskip("torch", reason="the torch native-path tests need Py
 import castlike  # noqa: E402
 from castlike import _native  # noqa: E402
 from castlike.backends import adapter_named  # noqa: E402
-from castlike.backends.torch import _INDUCTOR_FLOAT8_IN_VECTORS  # noqa: E402
 from castlike.spec.types import TYPES, OnnxType  # noqa: E402
 from castlike.testing import compare_bits, curated_inputs, exhaustive_inputs  # noqa: E402
 
@@ -93,13 +92,11 @@ def test_requires_grad_input() -> None:
 #: The one operation each compiled cast is: the opaque native operator, or (where torch's own
 #: conversion is the rule, repaired or not, and Inductor fuses it into one loop in vectors: the
 #: float8 targets on CPUs where torch runs AVX-512) torch's ``to``.
-#: The operations of each compiled cast's graph (views aside): castlike's operator, or, for
-#: FLOAT8E4M3FN with saturation where Inductor converts to float8 in vectors, a clamp that
-#: keeps NaN as it is and torch's conversion (one loop for Inductor; the clamp makes it right
-#: whatever torch writes beyond max).
-_CLAMP_THEN_TO = ["clamp", "ne", "where", "to"]
+#: The operations of each compiled cast's graph (views aside): castlike's operator for each
+#: (FLOAT8E4M3FN with saturation too: a clamp and the conversion since torch 2.11 was found to
+#: write NaN beyond max, which the operator does in one pass).
 _COMPILED_OP = {
-    "FLOAT8E4M3FN": _CLAMP_THEN_TO if _INDUCTOR_FLOAT8_IN_VECTORS else ["castlike.native_cast"],
+    "FLOAT8E4M3FN": ["castlike.native_cast"],
     "INT4": ["castlike.native_cast"],
     "FLOAT8E8M0": ["castlike.native_cast"],
     "BFLOAT16": ["castlike.native_cast"],
@@ -134,11 +131,11 @@ def test_compiled_native_casts_are_decided_outside_the_trace(
         is False
     )
     assert signature(torch.float32, torch.bfloat16, _DEFAULTS)[1] == OnnxType.BFLOAT16
-    # Inductor's one loop, where it converts to float8 in vectors; else the operator.
-    monkeypatch.setattr(backend, "_INDUCTOR_FLOAT8_IN_VECTORS", True)
-    assert signature(torch.float32, "FLOAT8E4M3FN", _DEFAULTS) is None
-    monkeypatch.setattr(backend, "_INDUCTOR_FLOAT8_IN_VECTORS", False)
-    assert signature(torch.float32, "FLOAT8E4M3FN", _DEFAULTS)[1] == OnnxType.FLOAT8E4M3FN
+    # A clamp and the conversion (FLOAT8E4M3FN with saturation): the operator, whether or not
+    # Inductor converts to float8 in vectors.
+    for vectors in (True, False):
+        monkeypatch.setattr(backend, "_INDUCTOR_FLOAT8_IN_VECTORS", vectors)
+        assert signature(torch.float32, "FLOAT8E4M3FN", _DEFAULTS)[1] == OnnxType.FLOAT8E4M3FN
     # A saturating truncation and a comparison: the operator (Inductor's loops measured slower).
     assert signature(torch.float32, "INT8", _DEFAULTS)[1] == OnnxType.INT8
     assert signature(torch.float32, "BOOL", _DEFAULTS)[1] == OnnxType.BOOL
@@ -233,8 +230,7 @@ def test_compiled_native_casts_equal_eager(
 def test_compiled_cast_is_one_op_and_does_not_recompile(target: str) -> None:
     from torch._dynamo.utils import counters
 
-    # The graph Dynamo hands to the compiler: the cast is one operation (views aside), or the
-    # clamp's few elementwise operations and the conversion.
+    # The graph Dynamo hands to the compiler: the cast is one operation (views aside).
     graphs: list[Any] = []
 
     def record(gm: Any, example_inputs: Any) -> Any:

@@ -48,7 +48,7 @@ from .._native.routes import covers
 from ..errors import BackendTypeError
 from ..spec.float8_repairs import LibrarySpecials, plans
 from ..spec.packing import layout_of
-from ..spec.route import Family, FloatBits, Route
+from ..spec.route import Family, Route
 from ..spec.rules import Action, Mode
 from ..spec.types import TYPES, Kind, OnnxType, Special, TypeSpec, spec_of
 from . import _torch_compile as compiled
@@ -607,9 +607,13 @@ class TorchEngine(Engine):
         which are :func:`_to_quieted` (decided before this).  Measured on one thread
         (docs/torch.rst):
 
-        * FLOAT -> FLOAT8E4M3FN: the operator is faster alone (0.32 against 0.39 ms at 10**6),
-          but Inductor's loop fuses ``cast(x * 2)`` into one pass (5.6 against 21.5 ms at
-          10**7, where the operator's input is a fresh 40 MB intermediate): the loop stays.
+        * FLOAT -> FLOAT8E4M3FN, while it was one ``.to`` (see FLOAT8_SPECIALS): the operator
+          was faster alone (0.32 against 0.39 ms at 10**6), but Inductor's loop fused
+          ``cast(x * 2)`` into one pass (5.6 against 21.5 ms at 10**7, where the operator's
+          input is a fresh 40 MB intermediate).  With the clamp it needs now, the loop took
+          0.49 ms against the operator's 0.20 at 10**6, and 4.6 against 23.5 for
+          ``cast(x * 2)`` at 10**7 (Zen 4, one thread): the operator carries it, as it does
+          every several-op float8 cast.
         * FLOAT -> BOOL (``x != 0``): Inductor's loop took 5.8 ms at 10**6 against the
           operator's 0.31, and 6.4 against 0.64 with ``x * 2`` fused in.
         * The saturating truncations into integers (a where, a clamp, a conversion): 1.7-14x
@@ -624,21 +628,7 @@ class TorchEngine(Engine):
         source, target = route.source, route.target
         if target.is_float and target.bits == 8 and not _INDUCTOR_FLOAT8_IN_VECTORS:
             return False
-        plan = route.float8_plan
-        # A clamp and the conversion (FLOAT8E4M3FN with saturation, whatever torch writes
-        # beyond max) are one elementwise loop for Inductor too.
-        clamp_then_to = (
-            plan is not None
-            and plan.repair == "clamp"
-            and plan.library_nan is None
-            and route.float_bits is FloatBits.SAME
-        )
-        return (
-            source.is_float
-            and source.bits > 16
-            and target.is_float
-            and (route.single_op or clamp_then_to)
-        )
+        return source.is_float and source.bits > 16 and target.is_float and route.single_op
 
 
 def _cpu_to_keeps_nan(route: Route) -> bool:
