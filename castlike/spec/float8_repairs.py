@@ -1,12 +1,12 @@
 """A library's own FLOAT -> float8 conversion, with its specials repaired from the spec.
 
 Some libraries round FLOAT to a float8 format to nearest even, subnormals included, but make
-something else of overflow, Inf or NaN than R4 says (torch: E4M3FN saturates, E5M2 writes NaN
-as 0x7F).  An adapter declares, per float8 type, what its conversion makes of those
-(:class:`LibrarySpecials`, measured); this module derives from the spec's own tables
-(:func:`~castlike.spec.rules.overflow_rule`, the format's NaN encoding) how each target under
-each mode is repaired in a pass or two (:class:`Float8Plan`), or that it cannot be (the
-engine then takes the class table).  A route carries its plan
+something else of overflow, Inf or NaN than R4 says (torch: E4M3FN saturates in 2.13 and
+writes NaN in 2.11, E5M2 writes NaN as 0x7F).  An adapter declares, per float8 type, what
+its conversion makes of those (:class:`LibrarySpecials`, measured); this module derives from
+the spec's own tables (:func:`~castlike.spec.rules.overflow_rule`, the format's NaN encoding)
+how each target under each mode is repaired in a pass or two (:class:`Float8Plan`), or that
+it cannot be (the engine then takes the class table).  A route carries its plan
 (:attr:`castlike.spec.route.Route.float8_plan`), and the engine applies it.
 
 Plans are computed once, when the adapter is defined, and looked up by plain values: the
