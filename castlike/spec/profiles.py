@@ -266,15 +266,20 @@ def resolve_profile(name: str | Profile) -> Profile:
         return _installed_reference()
     if text.startswith("reference:"):
         return _named_reference(text)
-    try:
-        return Profile(text)
-    except ValueError:
-        names = ", ".join(repr(n) for n in profile_names())
-        raise CastValueError(
-            f"unknown profile {name!r}; expected one of {names}, or "
-            f"'{_PREFIX}X.Y' for the ml_dtypes release X.Y ('reference:onnx-A.B:ml_dtypes-X.Y' "
-            "with an onnx release too)"
-        ) from None
+    found = _BY_VALUE.get(text)
+    if found is not None:
+        return found
+    names = ", ".join(repr(n) for n in profile_names())
+    raise CastValueError(
+        f"unknown profile {name!r}; expected one of {names}, or "
+        f"'{_PREFIX}X.Y' for the ml_dtypes release X.Y ('reference:onnx-A.B:ml_dtypes-X.Y' "
+        "with an onnx release too)"
+    )
+
+
+#: The profiles by value: a dict lookup rather than ``Profile(text)``, which torch 2.11's
+#: Dynamo cannot trace (it fails to guard on an enum member made from a value).
+_BY_VALUE: dict[str, Profile] = {p.value: p for p in Profile}
 
 
 def profile_names() -> tuple[str, ...]:
