@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from .spec.types import OnnxType
+
 __all__ = ["cached_cast", "clear", "paused", "remember", "take_tensors"]
 
 #: (dtype, target argument and its type, options and their types) -> the cast to run (which
@@ -31,6 +33,12 @@ _CASTS: dict[tuple[Any, ...], Callable[[Any], Any]] = {}
 _LIMIT = 4096
 #: Options of these exact types only: 1 == True and 19.0 == 19, but only True and 19 are valid.
 _SIMPLE = (str, int, bool, type(None))
+#: The exact types a target (``to``) may have to be remembered, besides NumPy dtypes: the
+#: options' types, an :class:`OnnxType` member, and a class whose metaclass is ``type`` (NumPy's
+#: and ml_dtypes' scalar types, ``np.float32``): such a class hashes and compares by identity, so
+#: a hostile one cannot run code in the lookup.  The torch backend adds ``torch.dtype``
+#: (:func:`take_tensors`).
+_TARGETS: set[type] = {*_SIMPLE, OnnxType, type}
 #: How many :func:`paused` blocks are open: inside one, every call takes the full path.
 _PAUSED = 0
 
@@ -48,12 +56,16 @@ def take_tensors(
     tensor_type: type,
     is_compiling: Callable[[], bool],
     compiled_cast: Callable[[Any, Any, tuple[Any, ...]], Any] | None = None,
+    dtype_type: type | None = None,
 ) -> None:
     """Let the repeat path take tensors of exactly ``tensor_type`` (the torch backend calls
     this on import), except while ``is_compiling()``; then ``compiled_cast(x, to, options)``
-    may cast them instead (None where it declines)."""
+    may cast them instead (None where it declines).  Targets of exactly ``dtype_type`` (the
+    library's dtype) are remembered too."""
     global _TENSOR, _COMPILING, _COMPILED
     _TENSOR, _COMPILING, _COMPILED = tensor_type, is_compiling, compiled_cast
+    if dtype_type is not None:
+        _TARGETS.add(dtype_type)
 
 
 def _first_tensor(x: Any, to: Any, options: tuple[Any, ...]) -> Any:
@@ -83,7 +95,7 @@ def _key(x: Any, to: Any, options: tuple[Any, ...]) -> tuple[Any, ...] | None:
         form = (x.dtype, x.layout)
     else:
         return None
-    if type(to) not in _SIMPLE and not isinstance(to, np.dtype):
+    if type(to) not in _TARGETS and not isinstance(to, np.dtype):
         return None
     types = tuple(map(type, options))
     for option_type in types:  # a loop: a generator's set-up costs more than these few tests

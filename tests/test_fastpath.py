@@ -100,3 +100,43 @@ def test_a_full_memory_forgets_the_oldest_cast(monkeypatch: pytest.MonkeyPatch) 
     keys = list(_fastpath._CASTS)
     assert len(keys) == 2
     assert [key[2] for key in keys] == ["INT16", "INT32"]
+
+
+def test_every_common_form_of_the_target_is_remembered_apart() -> None:
+    """A target given as a name, a code, an OnnxType member, a NumPy dtype or a scalar type
+    each takes the repeat path, under its own key: OnnxType.INT8 == 3, yet the key holds the
+    type before the value, so no form stands in for another."""
+    import ml_dtypes
+
+    x = np.array([1.5, 300.0, -2.25, np.nan], dtype=np.float32)
+    forms = ["INT8", 3, castlike.OnnxType.INT8, np.dtype(np.int8), np.int8]
+    first = [castlike.cast(x, to) for to in forms]
+    assert len(_fastpath._CASTS) == len(forms)
+    for to, expected in zip(forms, first, strict=True):
+        again = castlike.cast(x, to)
+        assert again.dtype == np.int8 and again.tobytes() == expected.tobytes()
+    assert first[0].tolist() == [1, 127, -2, 0]
+    # A plain int equal to another type's code is another key, not another type's cast.
+    assert castlike.cast(x, 1).dtype == np.float32
+    assert castlike.cast(x, castlike.OnnxType.FLOAT).dtype == np.float32
+    castlike.cast(x, ml_dtypes.float8_e4m3fn)
+    assert len(_fastpath._CASTS) == len(forms) + 3
+
+
+def test_a_class_with_its_own_metaclass_is_not_a_key() -> None:
+    """A class whose metaclass defines ``__eq__`` or ``__hash__`` could run code in the lookup:
+    such a target meets the full path's validation (and its error) every time."""
+
+    class Meta(type):
+        def __hash__(cls) -> int:
+            raise AssertionError("hashed by the repeat path")
+
+    class Hostile(metaclass=Meta):
+        pass
+
+    x = np.ones(2, dtype=np.float32)
+    castlike.cast(x, "INT8")
+    for _ in range(2):
+        with pytest.raises(castlike.CastTypeError):
+            castlike.cast(x, Hostile)  # type: ignore[arg-type]
+    assert len(_fastpath._CASTS) == 1

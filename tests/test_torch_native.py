@@ -356,6 +356,25 @@ def test_repeat_calls_on_cpu_tensors_run_the_remembered_kernel() -> None:
 
 
 @pytest.mark.usefixtures("_forget_repeats")
+def test_a_torch_dtype_target_takes_the_repeat_path() -> None:
+    """``cast(x, torch.float8_e5m2)`` is remembered as ``cast(x, "FLOAT8E5M2")`` is (each
+    under its own key), and a packed dtype's remembered run still packs."""
+    x = torch.linspace(-60000, 60000, 999, dtype=torch.float32)
+    by_name = castlike.cast(x, "FLOAT8E5M2")
+    for _ in range(2):
+        by_dtype = castlike.cast(x, torch.float8_e5m2)
+        assert torch.equal(by_dtype.view(torch.uint8), by_name.view(torch.uint8))
+    assert len(_tensor_keys()) == 2
+    if hasattr(torch, "float4_e2m1fn_x2"):
+        row = torch.tensor([[0.5, -6.0, 1.0]], dtype=torch.float32)
+        packed = [castlike.cast(row, torch.float4_e2m1fn_x2) for _ in range(2)]
+        assert packed[0].dtype == packed[1].dtype == torch.float4_e2m1fn_x2
+        assert packed[0].shape == packed[1].shape == (1, 2)
+        assert torch.equal(packed[0].view(torch.uint8), packed[1].view(torch.uint8))
+        assert len(_tensor_keys()) == 3
+
+
+@pytest.mark.usefixtures("_forget_repeats")
 def test_the_repeat_path_declines_what_its_kernel_run_does_not_cover(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

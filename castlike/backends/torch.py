@@ -763,4 +763,4 @@ ADAPTER = TorchAdapter()
 # _compiled_signature, which runs outside the trace, and an engine set there while Dynamo
 # traces code that reads the attribute too breaks the guard Dynamo builds on it.
 ADAPTER.engine()
-_fastpath.take_tensors(torch.Tensor, torch.compiler.is_compiling, _compiled_cast)
+_fastpath.take_tensors(torch.Tensor, torch.compiler.is_compiling, _compiled_cast, torch.dtype)
