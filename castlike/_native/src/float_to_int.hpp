@@ -23,8 +23,8 @@
 //   nan_result.
 //
 // 64-bit targets: with AVX2 (no conversion to 64-bit integers) the integer is read off the
-// clamped value's bits (Int64Lanes); elsewhere the portable loops, which the compiler
-// vectorises where the CPU converts (AVX-512DQ).
+// clamped value's bits (Int64Lanes); with AVX-512 the clamp, AVX-512DQ's conversion and two
+// masked moves (int64_steps); in the baseline build the portable loop.
 #pragma once
 
 #include "kernels.hpp"
@@ -202,8 +202,8 @@ struct FloatToIntLanes {
 };
 
 #if defined(CASTLIKE_PACK_AVX2)
-//: FloatToInt into 64-bit integers on AVX2, which has no conversion to them (AVX-512DQ has;
-//: that build keeps the compiler's loop).  Per 64-bit lane, after the clamp to [lo, hi]
+//: FloatToInt into 64-bit integers on AVX2, which has no conversion to them (AVX-512DQ has:
+//: see the other int64_steps).  Per 64-bit lane, after the clamp to [lo, hi]
 //: (within the target's range, so |v| < 2**64): the magnitude's integer part is the
 //: significand with its implicit bit, shifted left by (exponent - mantissa bits) or right by
 //: the opposite (a variable shift by 64 or more, which a negative count is as unsigned, gives
@@ -279,6 +279,45 @@ inline size_t int64_steps(const FloatToInt<F, Out>& op, Src src, Out* dst, size_
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i),
                           lanes.finish(lanes.integers(v), ordered, at_limit));
     }
+  }
+  return i;
+}
+#elif defined(CASTLIKE_PACK_AVX512)
+//: FloatToInt into 64-bit integers with AVX-512DQ's truncating conversions, 8 elements a step:
+//: clamp to [lo, hi] (within the target's range, so the conversion is exact), convert with
+//: NaN's lanes taking nan_result (an ordered comparison's mask), then x >= limit's lanes
+//: hi_result.  The compiler's vectorised loop of the portable form took 1.5x a copy of the
+//: same bytes at 10**6 (DOUBLE -> INT64 0.35 ms, copy 0.235) where these steps are level with
+//: it; 2.4x DOUBLE -> INT32's time with the input in the cache.
+template <class F, class Out, class Src>
+inline size_t int64_steps(const FloatToInt<F, Out>& op, Src src, Out* dst, size_t n) {
+  constexpr bool kUnsigned = std::is_unsigned_v<Out>;
+  const __m512i nan = _mm512_set1_epi64(int64_t(op.nan_result));
+  const __m512i high = _mm512_set1_epi64(int64_t(op.hi_result));
+  // The portable form up to dst's first 64-byte boundary: a store across two cache lines
+  // costs two (NumPy aligns its arrays to 16 bytes).
+  size_t i = std::min(n, (64 - reinterpret_cast<uintptr_t>(dst) % 64) % 64 / sizeof(Out));
+  for (size_t k = 0; k < i; ++k) dst[k] = op(bit_cast<F>(bits_at(src, k)));
+  for (; i + 8 <= n; i += 8) {
+    __mmask8 ordered, at_limit;
+    __m512i w;
+    if constexpr (sizeof(F) == 4) {
+      const __m256 x = _mm256_loadu_ps(reinterpret_cast<const float*>(src + i));
+      const __m256 v = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(op.lo)),
+                                     _mm256_set1_ps(op.hi));  // NaN: masked below
+      ordered = _mm256_cmp_ps_mask(x, x, _CMP_ORD_Q);
+      at_limit = _mm256_cmp_ps_mask(x, _mm256_set1_ps(op.limit), _CMP_GE_OQ);
+      w = kUnsigned ? _mm512_mask_cvttps_epu64(nan, ordered, v)
+                    : _mm512_mask_cvttps_epi64(nan, ordered, v);
+    } else {
+      const __m512d x = _mm512_loadu_pd(reinterpret_cast<const double*>(src + i));
+      const __m512d v = min_pd(max_pd(x, _mm512_set1_pd(op.lo)), _mm512_set1_pd(op.hi));
+      ordered = _mm512_cmp_pd_mask(x, x, _CMP_ORD_Q);
+      at_limit = _mm512_cmp_pd_mask(x, _mm512_set1_pd(op.limit), _CMP_GE_OQ);
+      w = kUnsigned ? _mm512_mask_cvttpd_epu64(nan, ordered, v)
+                    : _mm512_mask_cvttpd_epi64(nan, ordered, v);
+    }
+    _mm512_storeu_si512(dst + i, _mm512_mask_mov_epi64(w, at_limit, high));
   }
   return i;
 }
@@ -426,7 +465,7 @@ template <class Src>
 void FloatToInt<F, Out>::run(Src bits, Out* dst, size_t n) const {
   using In = std::conditional_t<sizeof(F) == 4, uint32_t, uint64_t>;
   const auto portable = [this](In x) { return (*this)(bit_cast<F>(x)); };
-#if defined(CASTLIKE_PACK_AVX2)
+#if defined(CASTLIKE_PACK_SIMD)
   if constexpr (sizeof(Out) == 8 && std::is_pointer_v<Src>) {
     // The steps need [lo, hi] within Out's range; F(max) is 2**63 or 2**64, beyond it.
     if (lo >= F(std::numeric_limits<Out>::min()) && hi < F(std::numeric_limits<Out>::max())) {
