@@ -14,7 +14,12 @@ import castlike  # noqa: E402
 from castlike import _native  # noqa: E402
 from castlike.backends import adapter_named  # noqa: E402
 from castlike.spec.types import TYPES, OnnxType  # noqa: E402
-from castlike.testing import compare_bits, curated_inputs, exhaustive_inputs  # noqa: E402
+from castlike.testing import (  # noqa: E402
+    compare_bits,
+    curated_inputs,
+    exhaustive_inputs,
+    random_inputs,
+)
 
 pytestmark = pytest.mark.skipif(
     _native.module() is None, reason="castlike's native extension is not built or is disabled"
@@ -291,7 +296,8 @@ def test_compiled_half_widening_is_one_fused_loop(
 
     dtype = TORCH.library_dtype(TYPES[OnnxType[target]])
     bits = torch.int32 if target == "FLOAT" else torch.int64
-    assert backend._compiled_signature(getattr(torch, source.lower()), target, _DEFAULTS) is dtype
+    signature = backend._compiled_signature(getattr(torch, source.lower()), target, _DEFAULTS)
+    assert signature == (dtype, True)
     host = exhaustive_inputs(TYPES[OnnxType[source]])
     x = TORCH.from_numpy(host)
     eager = castlike.cast(x, target).view(bits)  # the native kernel's bits
@@ -315,6 +321,82 @@ def test_compiled_half_widening_is_one_fused_loop(
     assert "native_cast" not in codes[0] and ("Vectorized" in codes[0]) is not scalar_code
     # The cast and abs: one loop (Inductor's C++ kernels are its extern "C" functions).
     assert fused_codes[0].count('extern "C"') == 1
+
+
+#: Integer sources whose compiled CPU cast is torch's plain ``.to`` (no value rounds),
+#: with a target of each kind: a float that holds them all, a wider and a narrower integer.
+_EXACT_TO = [
+    ("INT8", "FLOAT16"),
+    ("UINT8", "FLOAT"),
+    ("INT16", "DOUBLE"),
+    ("INT32", "DOUBLE"),
+    ("INT8", "INT64"),
+    ("INT64", "INT32"),
+    ("INT32", "UINT8"),
+]
+
+
+@pytest.mark.filterwarnings("ignore:Dynamo detected a call to a `functools.lru_cache`")
+@pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")
+@pytest.mark.parametrize(("source", "target"), _EXACT_TO)
+def test_compiled_exact_integer_casts_are_one_fused_loop(source: str, target: str) -> None:
+    """A compiled CPU cast of an integer into a type that holds its value (or into an integer
+    kept to its low bits) is torch's ``.to``, which Inductor fuses with the op after it: the
+    native kernel's bits on every pattern of the 8- and 16-bit sources, and on random and edge
+    values of the wider ones."""
+    from torch._inductor.utils import run_and_get_code
+
+    from castlike.backends import torch as backend
+
+    t = TYPES[OnnxType[target]]
+    dtype = TORCH.library_dtype(t)
+    signature = backend._compiled_signature(getattr(torch, source.lower()), target, _DEFAULTS)
+    assert signature == (dtype, False)
+    s = TYPES[OnnxType[source]]
+    if s.bits <= 16:
+        host = exhaustive_inputs(s)
+    else:
+        host = np.concatenate([curated_inputs(s), random_inputs(s, 1 << 16, seed=5)])
+    x = TORCH.from_numpy(host)
+    eager = castlike.cast(x, target)  # the native kernel
+    assert eager.dtype == dtype
+    twice = castlike.cast(x, target) * 2 if t.is_float else castlike.cast(x, target) ^ 1
+    torch.compiler.reset()
+    got, codes = run_and_get_code(
+        torch.compile(lambda a: castlike.cast(a, target), fullgraph=True), x
+    )
+    then = (lambda y: y * 2) if t.is_float else (lambda y: y ^ 1)
+    fused, fused_codes = run_and_get_code(
+        torch.compile(lambda a: then(castlike.cast(a, target)), fullgraph=True), x
+    )
+    numpy_bits = adapter_named("numpy").bits
+    for result, expected in ((got, eager), (fused, twice)):
+        assert result.dtype == dtype
+        assert np.array_equal(
+            numpy_bits(TORCH.to_numpy(result), t), numpy_bits(TORCH.to_numpy(expected), t)
+        )
+    assert "native_cast" not in codes[0]
+    assert fused_codes[0].count('extern "C"') == 1
+
+
+def test_rounding_and_unsigned_integer_casts_keep_the_operator() -> None:
+    """Integer casts that round (INT32 -> FLOAT, INT16 -> FLOAT16) keep the native operator
+    under torch.compile (Inductor's conversion would round as the caller's floating-point
+    environment says), and so do torch's uint16/32/64 (few operations there) and BOOL (whose
+    bytes other than 0 and 1 the operator reads as True)."""
+    from castlike.backends import torch as backend
+
+    for dtype, target in [
+        (torch.int32, "FLOAT"),
+        (torch.int64, "FLOAT"),
+        (torch.int16, "FLOAT16"),
+        (torch.uint32, "INT64"),
+        (torch.int32, "UINT16"),
+        (torch.bool, "FLOAT"),
+        (torch.bool, "INT32"),
+    ]:
+        signature = backend._compiled_signature(dtype, target, _DEFAULTS)
+        assert signature is not None and len(signature) == 6, (dtype, target)
 
 
 # -- the repeat-call path ----------------------------------------------------------------------
