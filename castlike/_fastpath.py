@@ -17,13 +17,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from .spec.types import OnnxType
 
-__all__ = ["cached_cast", "clear", "paused", "remember", "take_tensors"]
+__all__ = ["cached_cast", "clear", "like_target", "paused", "remember", "take_tensors"]
 
 #: (dtype, target argument and its type, options and their types) -> the cast to run (which
 #: returns None for an input it declines).
@@ -33,12 +33,23 @@ _CASTS: dict[tuple[Any, ...], Callable[[Any], Any]] = {}
 _LIMIT = 4096
 #: Options of these exact types only: 1 == True and 19.0 == 19, but only True and 19 are valid.
 _SIMPLE = (str, int, bool, type(None))
+
+
+class Like(NamedTuple):
+    """CastLike's ``like`` in a key (:func:`like_target`): its exact type, and its dtype (an
+    array) or itself (a target :func:`castlike.cast` takes).  Its own type in the key keeps
+    CastLike's casts apart from Cast's, whose opsets differ."""
+
+    kind: type
+    target: Any
+
+
 #: The exact types a target (``to``) may have to be remembered, besides NumPy dtypes: the
 #: options' types, an :class:`OnnxType` member, and a class whose metaclass is ``type`` (NumPy's
 #: and ml_dtypes' scalar types, ``np.float32``): such a class hashes and compares by identity, so
-#: a hostile one cannot run code in the lookup.  The torch backend adds ``torch.dtype``
-#: (:func:`take_tensors`).
-_TARGETS: set[type] = {*_SIMPLE, OnnxType, type}
+#: a hostile one cannot run code in the lookup; and :class:`Like`.  The torch backend adds
+#: ``torch.dtype`` (:func:`take_tensors`).
+_TARGETS: set[type] = {*_SIMPLE, OnnxType, type, Like}
 #: How many :func:`paused` blocks are open: inside one, every call takes the full path.
 _PAUSED = 0
 
@@ -77,6 +88,19 @@ def _first_tensor(x: Any, to: Any, options: tuple[Any, ...]) -> Any:
 
     if type(x) is backend.torch.Tensor and backend.torch.compiler.is_compiling():
         return backend._compiled_cast(x, to, options)
+    return None
+
+
+def like_target(like: Any) -> Like | None:
+    """CastLike's ``like`` as the ``to`` of a key, or None (the full path every time): a NumPy
+    array or a tensor by its exact type and dtype (all of it that CastLike reads, but for a
+    string array, whose casts are never remembered), a target of a type :func:`cast` remembers
+    by itself."""
+    kind = type(like)
+    if kind is np.ndarray or kind is _TENSOR:
+        return Like(kind, like.dtype)
+    if kind in _TARGETS or isinstance(like, np.dtype):
+        return Like(kind, like)
     return None
 
 

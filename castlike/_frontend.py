@@ -10,7 +10,7 @@ from typing import Any
 import array_api_compat as aac
 import numpy as np
 
-from ._fastpath import cached_cast, remember
+from ._fastpath import cached_cast, like_target, remember
 from .backends import (
     Adapter,
     adapter_for,
@@ -661,6 +661,12 @@ def cast_like(
     >>> y.dtype.name, y.tolist()
     ('int4', [1, 2])
     """
+    simple = (saturate, round_mode, opset, profile, errors, packed)
+    remembered_like = like_target(like)
+    if remembered_like is not None:
+        found = cached_cast(x, remembered_like, simple)
+        if found is not None:
+            return found
     if _is_array(like) and not _holds_strings(like):
         x_array, _ = _as_array(x)
         if aac.is_array_api_obj(x_array) and not _holds_strings(x_array):
@@ -688,7 +694,17 @@ def cast_like(
                     f"{like_adapter.cannot_hold_hint(string)}"
                 )
     options = {"saturate": saturate, "round_mode": round_mode, "opset": opset, "profile": profile}
-    return _run(Op.CAST_LIKE, x, target, options, errors, like=like, packed=packed or packed_dtype)
+    remember_as = None if remembered_like is None else (remembered_like, simple)
+    return _run(
+        Op.CAST_LIKE,
+        x,
+        target,
+        options,
+        errors,
+        like=like,
+        remember_as=remember_as,
+        packed=packed or packed_dtype,
+    )
 
 
 def unpack(data: Any, type: Any, n: int, /) -> Any:

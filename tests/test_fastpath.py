@@ -140,3 +140,37 @@ def test_a_class_with_its_own_metaclass_is_not_a_key() -> None:
         with pytest.raises(castlike.CastTypeError):
             castlike.cast(x, Hostile)  # type: ignore[arg-type]
     assert len(_fastpath._CASTS) == 1
+
+
+def test_cast_like_takes_the_repeat_path_under_its_own_keys() -> None:
+    """CastLike's repeat calls are remembered by ``like``'s exact type and dtype (an array) or
+    by ``like`` itself (a target), apart from Cast's: CastLike's opsets begin at 15, so a
+    remembered Cast must not answer a CastLike that its opset refuses."""
+    import ml_dtypes
+
+    x = np.array([1.5, 300.0, -2.25, np.nan], dtype=np.float32)
+    like = np.zeros(3, dtype=ml_dtypes.float8_e4m3fn)
+    first = castlike.cast_like(x, like)
+    assert len(_fastpath._CASTS) == 1
+    again = castlike.cast_like(x, np.ones(7, dtype=ml_dtypes.float8_e4m3fn))  # same key
+    assert len(_fastpath._CASTS) == 1
+    assert again is not first and again.tobytes() == first.tobytes()
+    assert again.tobytes() == castlike.cast(x, "FLOAT8E4M3FN").tobytes()
+    castlike.cast_like(x, "FLOAT8E4M3FN")
+    castlike.cast_like(x, np.dtype(ml_dtypes.float8_e4m3fn))
+    assert len(_fastpath._CASTS) == 4  # cast's own key, and two more forms of like
+    # Cast at opset 13 is remembered; CastLike at 13 does not exist and still says so.
+    castlike.cast(x, "FLOAT", opset=13)
+    for _ in range(2):
+        with pytest.raises(castlike.OpsetError):
+            castlike.cast_like(x, np.zeros(1, np.float32), opset=13)
+    # A like of another dtype is another key: never the remembered cast's result.
+    assert castlike.cast_like(x, np.zeros(1, np.int8)).tolist() == [1, 127, -2, 0]
+
+
+def test_cast_like_with_a_like_that_is_no_key_takes_the_full_path() -> None:
+    x = np.ones(2, dtype=np.float32)
+    assert castlike.cast_like(x, np.int8(0)).dtype == np.int8  # a NumPy scalar: no key
+    strings = castlike.cast_like(x, np.array(["a"]))
+    assert strings.tolist() == ["1.0", "1.0"]
+    assert _fastpath._CASTS == {}
