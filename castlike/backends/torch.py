@@ -766,8 +766,9 @@ def _native_signature(
         return None
     engine = ADAPTER.engine()
     route = engine.route(source, target, plan.mode)
-    if _cpu_to_keeps_nan(route) or _exact_to(route):
-        return (ADAPTER.shell_dtype(target), _cpu_to_keeps_nan(route))
+    quiet_nan = _cpu_to_keeps_nan(route)
+    if quiet_nan or _exact_to(route):
+        return (ADAPTER.shell_dtype(target), quiet_nan)
     if not covers(source, target, plan.mode) or engine._fuses_to_one_loop(route):
         return None
     return compiled.operator_args(source, target, plan.mode.effective_for(target))
