@@ -454,6 +454,13 @@ def test_a_torch_dtype_target_takes_the_repeat_path() -> None:
         assert packed[0].shape == packed[1].shape == (1, 2)
         assert torch.equal(packed[0].view(torch.uint8), packed[1].view(torch.uint8))
         assert len(_tensor_keys()) == 3
+        # CastLike with a packed like: its own key, the same packed result every call.
+        like = torch.zeros(1, 1, dtype=torch.float4_e2m1fn_x2)
+        liked = [castlike.cast_like(row, like) for _ in range(2)]
+        assert len(_tensor_keys()) == 4
+        for result in liked:
+            assert result.dtype == torch.float4_e2m1fn_x2
+            assert torch.equal(result.view(torch.uint8), packed[0].view(torch.uint8))
 
 
 @pytest.mark.usefixtures("_forget_repeats")
