@@ -47,9 +47,9 @@ class Like(NamedTuple):
 #: The exact types a target (``to``) may have to be remembered, besides NumPy dtypes: the
 #: options' types, an :class:`OnnxType` member, and a class whose metaclass is ``type`` (NumPy's
 #: and ml_dtypes' scalar types, ``np.float32``): such a class hashes and compares by identity, so
-#: a hostile one cannot run code in the lookup; and :class:`Like`.  The torch backend adds
-#: ``torch.dtype`` (:func:`take_tensors`).
-_TARGETS: set[type] = {*_SIMPLE, OnnxType, type, Like}
+#: a hostile one cannot run code in the lookup.  The torch backend adds ``torch.dtype``
+#: (:func:`take_tensors`).  A :class:`Like` is a key's target only where CastLike made it.
+_TARGETS: set[type] = {*_SIMPLE, OnnxType, type}
 #: How many :func:`paused` blocks are open: inside one, every call takes the full path.
 _PAUSED = 0
 
@@ -104,7 +104,7 @@ def like_target(like: Any) -> Like | None:
     return None
 
 
-def _key(x: Any, to: Any, options: tuple[Any, ...]) -> tuple[Any, ...] | None:
+def _key(x: Any, to: Any, options: tuple[Any, ...], like: bool = False) -> tuple[Any, ...] | None:
     """The key of a cast that can be remembered, or None.  Only exact types are taken (an
     argument of any other type must meet the full validation; a hostile one is never hashed or
     compared).  Its types come before the values they type: tuples compare element by
@@ -119,7 +119,10 @@ def _key(x: Any, to: Any, options: tuple[Any, ...]) -> tuple[Any, ...] | None:
         form = (x.dtype, x.layout)
     else:
         return None
-    if type(to) not in _TARGETS and not isinstance(to, np.dtype):
+    if like:  # CastLike's own Like; a Like passed to cast() as its target is no key
+        if type(to) is not Like:
+            return None
+    elif type(to) not in _TARGETS and not isinstance(to, np.dtype):
         return None
     types = tuple(map(type, options))
     for option_type in types:  # a loop: a generator's set-up costs more than these few tests
@@ -128,7 +131,7 @@ def _key(x: Any, to: Any, options: tuple[Any, ...]) -> tuple[Any, ...] | None:
     return (form, type(to), to, *types, *options)
 
 
-def cached_cast(x: Any, to: Any, options: tuple[Any, ...]) -> Any:
+def cached_cast(x: Any, to: Any, options: tuple[Any, ...], like: bool = False) -> Any:
     """The result of a cast seen before with the same dtype and arguments, or None.  While
     torch.compile traces, a tensor's cast that the torch backend decides outside the trace."""
     # In this order: _COMPILED is read only once _TENSOR matched (Dynamo cannot guard on a
@@ -136,7 +139,7 @@ def cached_cast(x: Any, to: Any, options: tuple[Any, ...]) -> Any:
     # torch backend loaded (_TENSOR None) goes to _first_tensor, which loads it.
     if type(x) is _TENSOR and _COMPILING() and _COMPILED is not None:
         return _COMPILED(x, to, options)
-    key = _key(x, to, options) if not _PAUSED else None
+    key = _key(x, to, options, like) if not _PAUSED else None
     if key is None:
         if _TENSOR is None and type(x).__module__ == "torch":
             return _first_tensor(x, to, options)
@@ -153,7 +156,8 @@ def remember(
     its engine), or None where there is none; it is called only where ``x`` can be remembered
     (never while torch.compile traces).  Code that replaces an engine or a rule runs inside
     :func:`paused` (:func:`castlike.testing.fresh_caches` does)."""
-    key = _key(x, to, options) if not _PAUSED else None
+    # Only what the full path accepted gets here: a Like is CastLike's (cast() refuses one).
+    key = _key(x, to, options, type(to) is Like) if not _PAUSED else None
     if key is None:
         return
     run = make_run()

@@ -664,7 +664,7 @@ def cast_like(
     simple = (saturate, round_mode, opset, profile, errors, packed)
     remembered_like = like_target(like)
     if remembered_like is not None:
-        found = cached_cast(x, remembered_like, simple)
+        found = cached_cast(x, remembered_like, simple, like=True)
         if found is not None:
             return found
     if _is_array(like) and not _holds_strings(like):

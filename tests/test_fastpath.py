@@ -174,3 +174,16 @@ def test_cast_like_with_a_like_that_is_no_key_takes_the_full_path() -> None:
     strings = castlike.cast_like(x, np.array(["a"]))
     assert strings.tolist() == ["1.0", "1.0"]
     assert _fastpath._CASTS == {}
+
+
+def test_a_like_key_passed_to_cast_is_validated() -> None:
+    """The key object CastLike's repeat path uses is no target of cast(): passed as one, it
+    meets the full validation (and its error) even once CastLike remembered that key."""
+    x = np.ones(2, dtype=np.float32)
+    like = np.zeros(1, dtype=np.int8)
+    castlike.cast_like(x, like)
+    key_target = _fastpath.like_target(like)
+    assert key_target is not None
+    for _ in range(2):
+        with pytest.raises(castlike.CastTypeError):
+            castlike.cast(x, key_target)
