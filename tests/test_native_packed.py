@@ -428,9 +428,10 @@ def test_overlapping_buffers_are_refused() -> None:
 
 
 def test_the_kernel_type_has_only_its_methods() -> None:
-    """The packed methods, and repeat() of the repeat path (tests/robustness/
-    test_native_boundary.py), beside the name: nothing else reaches Python."""
+    """The packed methods, and repeat() and repeat_tensor() of the repeat path (tests/
+    robustness/test_native_boundary.py, tests/test_torch_native.py), beside the name:
+    nothing else reaches Python."""
     module = _native.module()
     assert module is not None
     public = {name for name in dir(module.Kernel) if not name.startswith("_")}
-    assert public == {"name", "packed", "unpacked", "repeat"}
+    assert public == {"name", "packed", "unpacked", "repeat", "repeat_tensor"}

@@ -536,3 +536,120 @@ def test_the_switch_follows_every_write_to_the_environment(monkeypatch: pytest.M
     assert not _torch_compile.native_enabled()
     monkeypatch.setattr(os, "environ", {})
     assert _torch_compile.native_enabled()
+
+
+def _float8_kernel() -> Any:
+    from castlike.backends import _torch_compile
+    from castlike.spec.rules import Mode
+
+    spec = TYPES[OnnxType.FLOAT]
+    kernel = _torch_compile.native_kernel(spec, TYPES[OnnxType.FLOAT8E4M3FN], Mode())
+    assert kernel is not None
+    return kernel
+
+
+def _kernel_bits(kernel: Any, x: torch.Tensor) -> bytes:
+    out = np.empty(x.numel(), np.uint8)
+    kernel(x.contiguous().view(torch.int32).numpy().reshape(-1), out, 1)
+    return out.tobytes()
+
+
+def test_repeat_tensor_casts_a_plain_tensor_in_one_call() -> None:
+    """``kernel.repeat_tensor``, the repeat path's one C call for CPU tensors, gives the
+    kernel's bits in a new tensor of the dtype asked, on every shape, and on threads."""
+    kernel = _float8_kernel()
+
+    def no_fallback(x: Any) -> Any:
+        raise AssertionError(f"fell back on {x!r}")
+
+    base = torch.randn(1 << 21).mul(300)
+    shapes = [(3, 5, 7), (0,), (4, 0), (), (1 << 21,)]
+    for shape in shapes:
+        n = int(np.prod(shape))
+        x = base[:n].reshape(shape)
+        before = castlike.get_num_threads()
+        for threads in (1, 2):
+            castlike.set_num_threads(threads)
+            try:
+                got = kernel.repeat_tensor(torch.float8_e4m3fn, no_fallback, x)
+            finally:
+                castlike.set_num_threads(before)
+            assert type(got) is torch.Tensor and got.dtype == torch.float8_e4m3fn
+            assert got.shape == x.shape and got.is_contiguous()
+            assert got.view(torch.uint8).numpy().tobytes() == _kernel_bits(kernel, x)
+    # A view that starts inside its storage (aligned to its elements) is read in place.
+    tail = base[3:40]
+    got = kernel.repeat_tensor(torch.uint8, no_fallback, tail)
+    assert got.numpy().tobytes() == _kernel_bits(kernel, tail)
+
+
+def test_repeat_tensor_leaves_every_other_input_to_its_fallback() -> None:
+    kernel = _float8_kernel()
+    plain = torch.randn(2, 3, 4, 5)
+    complex_values = torch.randn(8, dtype=torch.complex64)
+
+    class Mode(torch.overrides.TorchFunctionMode):
+        def __torch_function__(
+            self, func: Any, types: Any, args: Any = (), kwargs: Any = None
+        ) -> Any:
+            return func(*args, **(kwargs or {}))
+
+    others: dict[str, Any] = {
+        "a list": [1.0, 2.0],
+        "a NumPy array": np.zeros(4, np.float32),
+        "a subclass": torch.nn.Parameter(plain.clone()),
+        "channels_last": plain.to(memory_format=torch.channels_last),
+        "strided": plain.reshape(-1)[::2],
+        "expanded": plain.reshape(-1)[:1].expand(16),
+        "meta": torch.empty(4, device="meta"),
+        "negated (conj().imag)": complex_values.conj().imag,
+        "a ZeroTensor": torch._efficientzerotensor(4),
+        "misaligned": torch.from_numpy(np.zeros(65, np.uint8)[1:].view(np.float32)),
+    }
+    for name, x in others.items():
+        seen: list[Any] = []
+
+        def fallback(a: Any, seen: list[Any] = seen) -> str:
+            seen.append(a)
+            return "fell back"
+
+        assert kernel.repeat_tensor(torch.float8_e4m3fn, fallback, x) == "fell back", name
+        assert len(seen) == 1 and seen[0] is x, name
+    # Under a __torch_function__ mode, which could answer data_ptr() as it likes.
+    seen_under_mode: list[Any] = []
+    with Mode():
+        found = kernel.repeat_tensor(torch.uint8, lambda a: seen_under_mode.append(a) or 1, plain)
+    assert found == 1 and seen_under_mode == [plain]
+
+
+def test_repeat_tensor_refuses_bad_arguments() -> None:
+    kernel = _float8_kernel()
+    x = torch.zeros(4)
+    with pytest.raises(TypeError, match="takes 3 positional arguments"):
+        kernel.repeat_tensor(torch.uint8, None)
+    with pytest.raises(ValueError, match="dtype does not fit the kernel"):
+        kernel.repeat_tensor(torch.float32, None, x)  # 4-byte results for a 1-byte kernel
+    with pytest.raises(TypeError):
+        kernel.repeat_tensor("not a dtype", None, x)
+    assert x.count_nonzero() == 0  # the input is never written
+
+
+@pytest.mark.usefixtures("_forget_repeats")
+@pytest.mark.parametrize("target", ["FLOAT", "FLOAT16", "FLOAT8E4M3FN", "INT8", "STRING"])
+def test_lazily_negated_and_zero_tensors_cast_their_values(target: str) -> None:
+    """A tensor with the neg bit (``c.conj().imag``) holds its values' negatives in memory,
+    and a ZeroTensor holds no memory: the first and the repeated cast read the values."""
+    c = torch.tensor([1 + 2j, 3 - 4.5j, -0.25 + 0j], dtype=torch.complex64)
+    negated = c.conj().imag
+    assert negated.is_neg()
+    expected = castlike.cast(negated.resolve_neg(), target)
+    zero = torch._efficientzerotensor(3)
+    zeros = castlike.cast(torch.zeros(3), target)
+    for _ in range(2):  # the full path, then the repeat path
+        for x, want in ((negated, expected), (zero, zeros)):
+            got = castlike.cast(x, target)
+            if target == "STRING":
+                assert got.tolist() == want.tolist()
+            else:
+                assert not got.is_neg() and got.dtype == want.dtype
+                assert torch.equal(got.view(torch.uint8), want.view(torch.uint8))

@@ -35,6 +35,7 @@ kernels through zero-copy views.  Measurements behind each choice are in ``docs/
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any
 
 import array_api_compat.torch as xp_torch
@@ -405,7 +406,7 @@ class TorchAdapter(Adapter):
         if found is None:
             raise BackendTypeError(f"{x.dtype} is not a torch dtype of an ONNX type")
         t = TYPES[found]
-        host = x.detach().view(UINT[t.storage_bits]).cpu().numpy()
+        host = _materialized(x.detach()).view(UINT[t.storage_bits]).cpu().numpy()
         return host.view(NUMPY_DTYPES[found])
 
     # -- the engine ---------------------------------------------------------------------------
@@ -432,6 +433,8 @@ class TorchAdapter(Adapter):
                 # cost is most of a cast of 10**5 elements).
                 if not x.is_cpu or x.layout is not torch.strided or x.is_nested or x.ndim == 0:
                     return None
+                if x.is_neg() or x._is_zerotensor():
+                    return None  # the full path resolves them
                 if not compiled.native_enabled():
                     return None
                 out = compiled.run_packing_kernel(kernel, x.detach(), in_bits, layout)
@@ -441,15 +444,25 @@ class TorchAdapter(Adapter):
         dtype = self._require(target)
         in_bits, out_bits = UINT[source.storage_bits], UINT[target.storage_bits]
 
-        def run(x: torch.Tensor) -> torch.Tensor | None:
+        def declined(x: torch.Tensor) -> torch.Tensor | None:
+            """Every tensor the kernel's repeat_tensor() leaves: strided, nested, lazily
+            negated (x.conj().imag), a ZeroTensor, or met under a __torch_function__ mode."""
             # The key held the device (CPU) and the layout (strided: the full path refuses the
             # others, and only what it accepted is remembered).
-            if x.is_nested or not compiled.native_enabled():
-                return None
+            if x.is_nested or x.is_neg() or x._is_zerotensor():
+                return None  # the full path's error, or its resolved copy
             if not x.is_contiguous() and _distinct(x) is not None:  # (an expanded x is not)
                 return None
             x = x.detach() if x.requires_grad else x
             return compiled.run_on_bits(kernel, x, in_bits, dtype, out_bits)
+
+        repeat_tensor = functools.partial(kernel.repeat_tensor, dtype, declined)
+
+        def run(x: torch.Tensor) -> torch.Tensor | None:
+            # The usual tensor in one C call: NumPy views of it and of its result cost half
+            # a repeat call at 10**3 elements.  The switch is read on every call (tests and
+            # users flip CASTLIKE_TORCH_NATIVE at run time).
+            return repeat_tensor(x) if compiled.native_enabled() else None
 
         return run
 
@@ -475,6 +488,20 @@ def _check_strided(x: torch.Tensor) -> None:
 
 
 # -- the engine ---------------------------------------------------------------------------------
+
+
+def _materialized(x: torch.Tensor) -> torch.Tensor:
+    """``x`` with the values it stands for in its memory: a tensor with the neg bit
+    (``c.conj().imag`` of a complex ``c``) holds their negatives until resolved, and a
+    ZeroTensor (autograd's) holds no memory at all.  The kernels and the bit views (which torch
+    refuses on a negated tensor) read memory.  Eagerly only: a traced graph has no such bits."""
+    if torch.compiler.is_compiling():
+        return x
+    if x.is_neg():
+        x = x.resolve_neg()
+    if x._is_zerotensor():
+        x = torch.zeros(x.shape, dtype=x.dtype, device=x.device)
+    return x
 
 
 class TorchEngine(Engine):
@@ -520,7 +547,7 @@ class TorchEngine(Engine):
         for.  Eagerly; a compiled graph broadcasts inside its own loops.
         """
         _check_strided(x)
-        x = x.detach()
+        x = _materialized(x.detach())
         if not torch.compiler.is_compiling():
             distinct = _distinct(x)
             if distinct is not None:
@@ -567,7 +594,7 @@ class TorchEngine(Engine):
         path of torch operations."""
         if source_row is None:
             _check_strided(x)
-        x = x.detach()
+        x = _materialized(x.detach())
         source, target, mode = plan.source, plan.target, plan.mode
         if x.device.type == "cpu":
             if torch.compiler.is_compiling():

@@ -916,6 +916,176 @@ PyObject* Kernel_repeat(PyObject* self, PyObject* const* args, Py_ssize_t nargs)
   return boundary<PyObject*>(nullptr, [&] { return kernel_repeat(self, args, nargs); });
 }
 
+// -- the repeat path for torch tensors -------------------------------------------------------
+
+//: What kernel.repeat_tensor reads of torch, taken from the torch module that is already
+//: imported (this module never imports it: a tensor exists only once torch is), once.  Names
+//: are interned, so each attribute lookup hashes nothing.
+struct TorchNames {
+  PyObject* tensor = nullptr;       // torch.Tensor (exactly: a subclass may override anything)
+  PyObject* strided = nullptr;      // torch.strided
+  PyObject* empty_like = nullptr;   // torch.empty_like
+  PyObject* function_mode = nullptr;  // torch._C._is_torch_function_mode_enabled
+  PyObject* dtype_keyword = nullptr;  // ("dtype",), the keyword names of empty_like's call
+  PyObject* is_cpu = nullptr;
+  PyObject* layout = nullptr;
+  PyObject* is_nested = nullptr;
+  PyObject* is_neg = nullptr;
+  PyObject* is_zerotensor = nullptr;
+  PyObject* is_contiguous = nullptr;
+  PyObject* data_ptr = nullptr;
+  PyObject* nbytes = nullptr;
+};
+TorchNames g_torch;
+
+//: Fills g_torch: 1, 0 when torch is not imported (nothing filled), or -1 with a Python error.
+int torch_names() {
+  if (g_torch.tensor != nullptr) return 1;
+  PyObject* name = PyUnicode_FromString("torch");
+  if (name == nullptr) return -1;
+  PyObject* torch = PyImport_GetModule(name);
+  Py_DECREF(name);
+  if (torch == nullptr) return PyErr_Occurred() ? -1 : 0;
+  TorchNames found;
+  PyObject* c_module = PyObject_GetAttrString(torch, "_C");
+  found.tensor = PyObject_GetAttrString(torch, "Tensor");
+  found.strided = PyObject_GetAttrString(torch, "strided");
+  found.empty_like = PyObject_GetAttrString(torch, "empty_like");
+  found.function_mode = c_module == nullptr ? nullptr
+                        : PyObject_GetAttrString(c_module, "_is_torch_function_mode_enabled");
+  Py_XDECREF(c_module);
+  Py_DECREF(torch);
+  found.dtype_keyword = Py_BuildValue("(s)", "dtype");
+  PyObject** names[] = {&found.is_cpu,        &found.layout,        &found.is_nested,
+                        &found.is_neg,        &found.is_zerotensor, &found.is_contiguous,
+                        &found.data_ptr,      &found.nbytes};
+  const char* texts[] = {"is_cpu", "layout",        "is_nested", "is_neg",
+                         "_is_zerotensor", "is_contiguous", "data_ptr", "nbytes"};
+  bool complete = found.tensor != nullptr && found.strided != nullptr &&
+                  found.empty_like != nullptr && found.function_mode != nullptr &&
+                  found.dtype_keyword != nullptr && PyType_Check(found.tensor);
+  for (size_t i = 0; i < sizeof texts / sizeof *texts; ++i) {
+    *names[i] = PyUnicode_InternFromString(texts[i]);
+    complete = complete && *names[i] != nullptr;
+  }
+  if (!complete) {
+    PyObject* held[] = {found.tensor, found.strided, found.empty_like, found.function_mode,
+                        found.dtype_keyword};
+    for (PyObject* object : held) Py_XDECREF(object);
+    for (PyObject** object : names) Py_XDECREF(*object);
+    if (!PyErr_Occurred()) {
+      PyErr_SetString(PyExc_RuntimeError, "castlike's native kernels: torch.Tensor is not a type");
+    }
+    return -1;
+  }
+  g_torch = found;  // held for the process's life, as the module that owns them is
+  return 1;
+}
+
+//: Whether `object.<name>` (an attribute, or a method called without arguments) is `expected`
+//: (True, False, torch.strided: singletons): 1, 0, or -1 with a Python error set.
+int attribute_is(PyObject* object, PyObject* name, PyObject* expected, bool call) {
+  PyObject* value = call ? PyObject_CallMethodNoArgs(object, name) : PyObject_GetAttr(object, name);
+  if (value == nullptr) return -1;
+  const int answer = value == expected;
+  Py_DECREF(value);
+  return answer;
+}
+
+//: The memory of a tensor whose bytes the kernel may read or write as they lie: exactly a
+//: torch.Tensor, on the CPU, strided, not nested, contiguous, with no lazy negation (the neg bit
+//: of x.conj().imag: memory holds the values' negatives) and real storage (a ZeroTensor has
+//: none).  1 with `*data` and `*bytes` set, 0 for anything else (the caller's fallback takes
+//: it), or -1 with a Python error set.  Each test asks torch, through the attributes Python
+//: code would read; none of them can run code of the caller's while no __torch_function__
+//: mode is active, which the caller checks.
+int tensor_memory(PyObject* tensor, void** data, Py_ssize_t* bytes) {
+  if (Py_TYPE(tensor) != reinterpret_cast<PyTypeObject*>(g_torch.tensor)) return 0;
+  struct Test {
+    PyObject* name;
+    PyObject* expected;
+    bool call;
+  };
+  const Test tests[] = {
+      {g_torch.is_cpu, Py_True, false},         {g_torch.layout, g_torch.strided, false},
+      {g_torch.is_nested, Py_False, false},     {g_torch.is_neg, Py_False, true},
+      {g_torch.is_zerotensor, Py_False, true},  {g_torch.is_contiguous, Py_True, true}};
+  for (const Test& test : tests) {
+    const int answer = attribute_is(tensor, test.name, test.expected, test.call);
+    if (answer <= 0) return answer;
+  }
+  PyObject* length = PyObject_GetAttr(tensor, g_torch.nbytes);
+  if (length == nullptr) return -1;
+  *bytes = PyLong_AsSsize_t(length);
+  Py_DECREF(length);
+  if (*bytes < 0) return PyErr_Occurred() ? -1 : 0;
+  PyObject* address = PyObject_CallMethodNoArgs(tensor, g_torch.data_ptr);
+  if (address == nullptr) return -1;
+  *data = PyLong_AsVoidPtr(address);
+  Py_DECREF(address);
+  if (PyErr_Occurred()) return -1;
+  return *data != nullptr || *bytes == 0 ? 1 : 0;
+}
+
+//: kernel.repeat_tensor(dtype, fallback, source): the cast of a CPU tensor `source` into a new
+//: torch.empty_like(source, dtype=dtype), on the thread limit of the process, where
+//: tensor_memory takes both and `source` is aligned; fallback(source) for any other (and
+//: while a __torch_function__ mode is active).  One C call for the repeat path of torch, as
+//: kernel.repeat is for NumPy: NumPy views of a tensor and of its result (what the kernel's
+//: buffers otherwise need) cost 3 of a repeat call's 6 microseconds at 10**3 elements.
+PyObject* kernel_repeat_tensor(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 3) {
+    PyErr_SetString(PyExc_TypeError,
+                    "kernel.repeat_tensor(dtype, fallback, source) takes 3 positional arguments");
+    return nullptr;
+  }
+  PyObject *dtype = args[0], *fallback = args[1], *source = args[2];
+  const Entry& e = *reinterpret_cast<KernelObject*>(self)->entry;
+  const int names = torch_names();
+  if (names < 0) return nullptr;
+  if (names == 0) return PyObject_CallOneArg(fallback, source);
+  PyObject* mode = PyObject_CallNoArgs(g_torch.function_mode);
+  if (mode == nullptr) return nullptr;
+  const bool plain = mode == Py_False;
+  Py_DECREF(mode);
+  void* in = nullptr;
+  Py_ssize_t in_len = 0;
+  const int usable = plain ? tensor_memory(source, &in, &in_len) : 0;
+  if (usable < 0) return nullptr;
+  if (usable == 0 || in_len % e.in_size != 0 ||
+      reinterpret_cast<uintptr_t>(in) % uintptr_t(e.in_align) != 0) {
+    return PyObject_CallOneArg(fallback, source);
+  }
+  PyObject* const empty_args[] = {source, dtype};
+  PyObject* result = PyObject_Vectorcall(g_torch.empty_like, empty_args, 1, g_torch.dtype_keyword);
+  if (result == nullptr) return nullptr;
+  void* out = nullptr;
+  Py_ssize_t out_len = 0;
+  const int fit = tensor_memory(result, &out, &out_len);
+  const Py_ssize_t n = in_len / e.in_size;
+  if (fit < 0) {
+    Py_DECREF(result);
+    return nullptr;
+  }
+  if (fit == 0 || overlap(in, in_len, out, out_len)) {
+    Py_DECREF(result);  // not a plain new tensor (a dispatch mode's, say): the fallback's
+    return PyObject_CallOneArg(fallback, source);
+  }
+  if (out_len != n * e.out_size || reinterpret_cast<uintptr_t>(out) % uintptr_t(e.out_align) != 0) {
+    PyErr_Format(PyExc_ValueError, "%s: kernel.repeat_tensor's dtype does not fit the kernel",
+                 e.name);
+    Py_DECREF(result);
+    return nullptr;
+  }
+  const Call call{&e, in, out, &reinterpret_cast<KernelObject*>(self)->params};
+  run_task(PoolTask{&run_call, &call}, n, size_t(n), 64, g_pool->limit());
+  return result;
+}
+
+PyObject* Kernel_repeat_tensor(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  return boundary<PyObject*>(nullptr, [&] { return kernel_repeat_tensor(self, args, nargs); });
+}
+
 // -- packed sub-byte data ----------------------------------------------------------------------
 
 //: Elements that packed() and unpacked() cast at a time through a stack buffer of one code per
@@ -1206,6 +1376,11 @@ PyMethodDef Kernel_methods[] = {
      "repeat(empty, dtype, fallback, source): the cast of `source` into a new array "
      "empty(source.shape, dtype), on the thread limit of the process, where `source` is a "
      "C-contiguous, aligned NumPy array in machine byte order; fallback(source) otherwise."},
+    {"repeat_tensor", fastcall(Kernel_repeat_tensor), METH_FASTCALL,
+     "repeat_tensor(dtype, fallback, source): the cast of `source` into a new "
+     "torch.empty_like(source, dtype=dtype), on the thread limit of the process, where `source` "
+     "is exactly a torch.Tensor on the CPU, contiguous, aligned, of real storage and no lazy "
+     "negation, and no __torch_function__ mode is active; fallback(source) otherwise."},
     {"packed", fastcall(Kernel_packed), METH_FASTCALL,
      "packed(source, out, row, bits, threads): cast `source` (rows of `row` elements) and write "
      "each row packed at `bits` (2, 4 or 6) bits an element into `out`, from a byte boundary, "
