@@ -430,10 +430,10 @@ def _native_cast(
     back as their bytes (uint8) for ``castlike::bytes_as``."""
     module = _native.module()
     assert module is not None, "traced only where native_enabled()"
-    kernel, in_bits, dtype, out_bits = _operator_run(
+    run = _operator_run(
         module, (source_code, target_code, saturate, round_mode, profile, inf_to_fnuz_is_nan)
     )
-    return run_on_bits(kernel, x, in_bits, dtype, out_bits)
+    return run(x)
 
 
 class _OperatorCast(NamedTuple):
@@ -457,16 +457,22 @@ def _operator_cast(args: OperatorArgs) -> _OperatorCast:
 
 
 @functools.lru_cache(maxsize=1024)
-def _operator_run(
-    module: Any, args: OperatorArgs
-) -> tuple[Any, torch.dtype, torch.dtype, torch.dtype]:
-    """The operator's kernel in ``module`` (the kernel level in force) and its dtypes: one
+def _operator_run(module: Any, args: OperatorArgs) -> Callable[[torch.Tensor], Any]:
+    """The operator's run with the kernel of ``module`` (the kernel level in force): one
     lookup per call, where :func:`kernel_for`'s own took 1.9 of the operator's 9 us at 1,000
-    elements.  Forgotten with the device tables (:func:`clear_device_tables`), which
-    :func:`castlike.testing.clear_caches` clears after a rule or a kernel was replaced."""
+    elements.  A plain contiguous tensor in one C call (the kernel's ``repeat_tensor``, as the
+    eager repeat path), any other through :func:`run_on_bits`: a compiled graph runs the
+    operator's Python right after the kernel's pass over memory, with its own data out of the
+    caches, where each layer costs several times its warm time.  Forgotten with the device
+    tables (:func:`clear_device_tables`), which :func:`castlike.testing.clear_caches` clears
+    after a rule or a kernel was replaced."""
     cast = _operator_cast(args)
     kernel = kernel_for(module, cast.source, cast.target, cast.mode)
-    return kernel, cast.in_bits, cast.dtype, cast.out_bits
+
+    def declined(x: torch.Tensor) -> torch.Tensor:
+        return run_on_bits(kernel, x, cast.in_bits, cast.dtype, cast.out_bits)
+
+    return functools.partial(kernel.repeat_tensor, cast.dtype, declined)
 
 
 # The CPU kernel straight to the dispatcher: through ``torch.library.custom_op``'s wrapper (its
