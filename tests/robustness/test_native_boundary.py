@@ -392,6 +392,24 @@ _CASES: list[tuple[str, str, str]] = [
         "ok",
     ),
     (
+        "repeat-tensor-without-torch",
+        """
+        import sys
+        assert "torch" not in sys.modules  # no tensor can exist: everything is the fallback's
+        k = K('convert:f32:f64')
+        x = np.zeros(3, np.float32)
+        assert k.repeat_tensor(None, lambda a: ("fell back", a), x) == ("fell back", x)
+        assert k.repeat_tensor(None, lambda a: "list", [1.0]) == "list"
+        assert "torch" not in sys.modules  # and it imported none
+        """,
+        "ok",
+    ),
+    (
+        "repeat-tensor-arguments",
+        "K('convert:f32:f64').repeat_tensor(None, None)",
+        "TypeError: kernel.repeat_tensor(dtype, fallback, source) takes 3 positional arguments",
+    ),
+    (
         "repeat-unfit-empty",
         "K('convert:f32:f64').repeat(lambda s, d: np.zeros(1, np.uint8), np.float64, None, "
         "np.zeros(4, np.float32))",

@@ -947,26 +947,26 @@ int torch_names() {
   Py_DECREF(name);
   if (torch == nullptr) return PyErr_Occurred() ? -1 : 0;
   TorchNames found;
+  // Each step only while every one before it succeeded (no call with an error pending).
   PyObject* c_module = PyObject_GetAttrString(torch, "_C");
-  found.tensor = PyObject_GetAttrString(torch, "Tensor");
-  found.strided = PyObject_GetAttrString(torch, "strided");
-  found.empty_like = PyObject_GetAttrString(torch, "empty_like");
-  found.function_mode = c_module == nullptr ? nullptr
-                        : PyObject_GetAttrString(c_module, "_is_torch_function_mode_enabled");
+  bool complete = c_module != nullptr &&
+                  (found.tensor = PyObject_GetAttrString(torch, "Tensor")) != nullptr &&
+                  (found.strided = PyObject_GetAttrString(torch, "strided")) != nullptr &&
+                  (found.empty_like = PyObject_GetAttrString(torch, "empty_like")) != nullptr &&
+                  (found.function_mode = PyObject_GetAttrString(
+                       c_module, "_is_torch_function_mode_enabled")) != nullptr &&
+                  (found.dtype_keyword = Py_BuildValue("(s)", "dtype")) != nullptr &&
+                  PyType_Check(found.tensor);
   Py_XDECREF(c_module);
   Py_DECREF(torch);
-  found.dtype_keyword = Py_BuildValue("(s)", "dtype");
   PyObject** names[] = {&found.is_cpu,        &found.layout,        &found.is_nested,
                         &found.is_neg,        &found.is_zerotensor, &found.is_contiguous,
                         &found.data_ptr,      &found.nbytes};
   const char* texts[] = {"is_cpu", "layout",        "is_nested", "is_neg",
                          "_is_zerotensor", "is_contiguous", "data_ptr", "nbytes"};
-  bool complete = found.tensor != nullptr && found.strided != nullptr &&
-                  found.empty_like != nullptr && found.function_mode != nullptr &&
-                  found.dtype_keyword != nullptr && PyType_Check(found.tensor);
-  for (size_t i = 0; i < sizeof texts / sizeof *texts; ++i) {
+  for (size_t i = 0; complete && i < sizeof texts / sizeof *texts; ++i) {
     *names[i] = PyUnicode_InternFromString(texts[i]);
-    complete = complete && *names[i] != nullptr;
+    complete = *names[i] != nullptr;
   }
   if (!complete) {
     PyObject* held[] = {found.tensor, found.strided, found.empty_like, found.function_mode,
