@@ -445,8 +445,9 @@ class TorchAdapter(Adapter):
         in_bits, out_bits = UINT[source.storage_bits], UINT[target.storage_bits]
 
         def declined(x: torch.Tensor) -> torch.Tensor | None:
-            """Every tensor the kernel's repeat_tensor() leaves: strided, nested, lazily
-            negated (x.conj().imag), a ZeroTensor, or met under a __torch_function__ mode."""
+            """Every tensor the kernel's repeat_tensor() leaves: not contiguous (sliced,
+            expanded, channels_last), misaligned, nested, lazily negated (x.conj().imag), a
+            ZeroTensor, or met under a __torch_function__ mode."""
             # The key held the device (CPU) and the layout (strided: the full path refuses the
             # others, and only what it accepted is remembered).
             if x.is_nested or x.is_neg() or x._is_zerotensor():
