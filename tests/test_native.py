@@ -338,6 +338,43 @@ def test_rounding_at_every_bit(
         assert mismatch is None, f"{mode_id(mode)}: {mismatch.describe(source, target)}"
 
 
+def _e8m0_thresholds() -> np.ndarray:
+    """Every DOUBLE power of two, 1.5 times it, and their neighbours, of both signs, with the
+    special values and FLOAT's largest: every threshold of FLOAT8E8M0's round modes and range."""
+    powers = np.ldexp(1.0, np.arange(-1074, 1024))
+    base = np.concatenate([powers, powers[1:] * 1.5])
+    values = np.concatenate(
+        [
+            base,
+            np.nextafter(base, np.inf),
+            np.nextafter(base, -np.inf),
+            np.float64(np.finfo(np.float32).max)[None],
+        ]
+    )
+    specials = np.array([0.0, np.inf, np.nan])
+    values = np.concatenate([values, specials])
+    return np.concatenate([values, -values])
+
+
+def test_e8m0_from_double_at_every_threshold(level_module: ModuleType) -> None:
+    """DOUBLE -> FLOAT8E8M0 steps in DOUBLE's own lanes (no FLOAT bits first) at every power of
+    two, 1.5 times it and one unit either side, in every mode: where the 64-bit arithmetic
+    (the borrow of `bits - 1` at an exact power, the clamp at 2**128, the range's ends) would
+    go wrong, a random input almost never lands."""
+    source, target = spec_of("DOUBLE"), spec_of("FLOAT8E8M0")
+    # Every element in the SIMD steps at least once: the inputs and again shifted by a step's
+    # worth, so that each value lands in another lane.
+    x = _e8m0_thresholds()
+    x = np.ascontiguousarray(np.concatenate([x, x[37:], x[:37]]))
+    for mode in _modes(source, target):
+        kernel = routes.kernel_for(level_module, source, target, mode)
+        if kernel is None:
+            continue  # onnx's helper: the class table casts it
+        expected = NUMPY.bits(_pure(x, source, target, mode), target).astype(np.uint64)
+        mismatch = compare_bits(_native_cast(kernel, x, target), expected, source, target, x)
+        assert mismatch is None, f"{mode_id(mode)}: {mismatch.describe(source, target)}"
+
+
 # (keyword changed, message): each a small_float kernel's argument that would make its
 # arithmetic undefined or its results not bytes.
 _BAD_SMALL_FLOAT = [

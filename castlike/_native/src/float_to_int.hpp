@@ -42,8 +42,6 @@ constexpr bool kFloatToIntSimd =
 #endif
 
 #if defined(CASTLIKE_PACK_AVX512)
-inline __m512d min_pd(__m512d a, __m512d b) { return _mm512_maskz_min_pd(__mmask8(0xFF), a, b); }
-inline __m512d max_pd(__m512d a, __m512d b) { return _mm512_maskz_max_pd(__mmask8(0xFF), a, b); }
 inline __m512 round_even_ps(__m512 v) {
   return _mm512_maskz_roundscale_ps(kAll16, v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
 }

@@ -63,6 +63,8 @@ constexpr size_t kVecBytes = 64;
 constexpr __mmask16 kAll16 = 0xFFFF;
 inline __m512 min_ps(__m512 a, __m512 b) { return _mm512_maskz_min_ps(kAll16, a, b); }
 inline __m512 max_ps(__m512 a, __m512 b) { return _mm512_maskz_max_ps(kAll16, a, b); }
+inline __m512d min_pd(__m512d a, __m512d b) { return _mm512_maskz_min_pd(__mmask8(0xFF), a, b); }
+inline __m512d max_pd(__m512d a, __m512d b) { return _mm512_maskz_max_pd(__mmask8(0xFF), a, b); }
 inline __m512i max_epu32(__m512i a, __m512i b) { return _mm512_maskz_max_epu32(kAll16, a, b); }
 inline __m512i min_epu32(__m512i a, __m512i b) { return _mm512_maskz_min_epu32(kAll16, a, b); }
 inline __m512i srlv_epi32(__m512i a, __m512i n) { return _mm512_maskz_srlv_epi32(kAll16, a, n); }
