@@ -219,7 +219,9 @@ def _torch_threads(n: int) -> Callable[[], None]:
 
 
 #: The thread counts of the contenders that share a library, set before each of their calls
-#: and outside the time measured (castlike's set_num_threads wakes its pool's threads).
+#: and outside the time measured (castlike's set_num_threads, which wakes the callers waiting
+#: for its pool; a lower limit leaves the pool's worker parked, so the two-thread calls do not
+#: start one).
 SETUPS: dict[str, Callable[[], Any]] = {
     "castlike 1t": lambda: _native.set_num_threads(1),
     "castlike": lambda: _native.set_num_threads(THREADS),

@@ -161,7 +161,9 @@ def set_num_threads(n: int) -> None:
     thread and workers of one pool that the process keeps (started when first needed).  Casts
     made at the same time from several threads (Dask's threaded scheduler, a
     ``ThreadPoolExecutor``) share those ``n`` threads: a cast waits, with the GIL released,
-    while all ``n`` are busy.  Small arrays run on the calling thread.
+    while all ``n`` are busy.  Small arrays run on the calling thread.  A lower ``n`` leaves
+    the workers started before parked (waiting, running nothing), ready when ``n`` is raised
+    again: moving it down and back up starts no thread.
 
     Parameters
     ----------
