@@ -175,13 +175,17 @@ SANITIZED_TESTS = [
     "tests/robustness/test_native_threads.py",
     "tests/test_exhaustive.py",
 ]
+#: Run after those with the torch backend: the kernels' C call on a tensor's memory.
+SANITIZED_TORCH_TESTS = ["tests/test_torch_native.py"]
 
 
 @nox.session(python=PYTHON)
 def sanitize(session: nox.Session) -> None:
     """The native kernels built with AddressSanitizer and UndefinedBehaviorSanitizer, any
     finding fatal, under the native tests and the exhaustive checks of the 8/16-bit sources
-    (3 to 4 minutes of tests on 2 cores with the oracle answers cached by the tests sessions).
+    (3 to 4 minutes of tests on 2 cores with the oracle answers cached by the tests sessions),
+    then under the torch tests of the native path (a tensor's memory read by the kernels'
+    ``repeat_tensor``: about a minute more).
 
     castlike is built from a copy of the checkout and installed into this session only (not
     editable): a sanitized module cannot load into an interpreter without the sanitizer's
@@ -191,16 +195,19 @@ def sanitize(session: nox.Session) -> None:
     shutil.rmtree(source, ignore_errors=True)
     skip = shutil.ignore_patterns(".git", ".nox", "build", "*.so", ".castlike-cache", "reports")
     shutil.copytree(Path(__file__).parent, source, ignore=skip)
-    session.install(*PIP_ARGS, f"{source}[test]", env={**BUILD_ENV, "CASTLIKE_SANITIZE": "1"})
+    session.install(*PIP_ARGS, f"{source}[test,torch]", env={**BUILD_ENV, "CASTLIKE_SANITIZE": "1"})
     # The interpreter is not built with the sanitizers: their runtime must be loaded first.
     found = session.run("python", "-c", _FIND_BASELINE, silent=True)
     module = str(found).strip().splitlines()[-1]
     linked = str(session.run("ldd", module, silent=True, external=True))
     runtime = re.search(r"=>\s*(\S*libasan\.so[.\d]*)", linked)
-    if runtime is None:
-        session.error(f"{module} is not linked to libasan:\n{linked}")
+    cxx = re.search(r"=>\s*(\S*libstdc\+\+\.so[.\d]*)", linked)
+    if runtime is None or cxx is None:
+        session.error(f"{module} is not linked to libasan and libstdc++:\n{linked}")
     env = {
-        "LD_PRELOAD": runtime.group(1),
+        # The C++ runtime too: torch throws (and catches) C++ exceptions, and the sanitizer's
+        # interceptor of __cxa_throw fails its check unless libstdc++ was loaded when it started.
+        "LD_PRELOAD": f"{runtime.group(1)} {cxx.group(1)}",
         # CPython's own allocations at exit are not leaks of castlike's; every allocation goes
         # through malloc, where AddressSanitizer sees it (pymalloc's arenas it would not).
         "ASAN_OPTIONS": "detect_leaks=0",
@@ -215,6 +222,17 @@ def sanitize(session: nox.Session) -> None:
     chosen = session.posargs or SANITIZED_TESTS  # nox -s sanitize -- tests/test_native.py -x
     # On every core, as the other sessions: pytest-xdist's workers inherit the preloaded runtime.
     session.run("pytest", *PARALLEL, "-q", "-p", "no:cacheprovider", *chosen, env=env)
+    if not session.posargs:
+        torch_env = {**env, "CASTLIKE_TEST_BACKENDS": "torch"}
+        session.run(
+            "pytest",
+            *PARALLEL,
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            *SANITIZED_TORCH_TESTS,
+            env=torch_env,
+        )
 
 
 #: Prints the path of the installed baseline module (found, not imported: that needs the runtime).

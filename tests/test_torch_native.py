@@ -3,6 +3,7 @@ with ``CASTLIKE_TORCH_NATIVE=0``) must give the same bits, on every layout."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
@@ -26,6 +27,17 @@ pytestmark = pytest.mark.skipif(
 )
 
 TORCH = adapter_named("torch")
+
+
+def test_the_sanitized_build_under_nox_sanitize() -> None:
+    """``nox -s sanitize`` runs this module with CASTLIKE_TEST_SANITIZED=1 after the native
+    tests: then the kernels that read the tensors' memory (``repeat_tensor`` included) must be
+    that session's sanitized build, not the checkout's."""
+    if os.environ.get("CASTLIKE_TEST_SANITIZED") != "1":
+        pytest.skip("not under nox -s sanitize (CASTLIKE_TEST_SANITIZED=1)")
+    assert _native.module().sanitized  # type: ignore[union-attr]
+
+
 SOURCES = [t for t in TYPES.values() if t.is_numeric and TORCH.library_dtype(t) is not None]
 TARGETS = SOURCES
 
