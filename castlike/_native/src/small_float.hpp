@@ -684,7 +684,7 @@ struct DoubleE8M0Lanes {
   VecI codes(const uint64_t* p) const {
     const __m512i high =
         _mm512_maskz_permutex2var_epi32(kAll16, shifted(p), high_halves, shifted(p + 8));
-    return srai_epi32<20>(high);  // -1 - 896 or so below the range: packed to 0
+    return srai_epi32<20>(high);  // negative below the range (to -897): packed to 0
   }
   VecI finish(VecI bytes, const uint64_t*) const { return bytes; }
 };
