@@ -5,8 +5,9 @@
 //   set_num_threads() - 1 of them (the calling thread is the other), and then waits for work.
 //   A lower limit leaves the surplus parked, waiting without a slot, until a higher one lets
 //   them work again: a limit moved down and back up (a benchmark's one-thread and two-thread
-//   calls in turn) starts no thread inside a cast.  Starting one there had cost a 10**7-element
-//   cast 30-60 us on a 2-core Zen 4, more than a second thread gained on a memory-bound one.
+//   calls in turn) starts no thread inside a cast.  Starting one there had cost a two-thread
+//   10**7-element cast 0.34-0.41 ms on a 2-core Zen 4, more than a second thread gained on a
+//   memory-bound one.
 // * One limit for the whole process: every thread that runs a kernel, a caller or a worker,
 //   holds one of `limit` slots.  Casts from several Python threads (Dask's threaded scheduler,
 //   a ThreadPoolExecutor) share them, so nested parallelism never runs more threads than the
