@@ -3,6 +3,7 @@ with ``CASTLIKE_TORCH_NATIVE=0``) must give the same bits, on every layout."""
 
 from __future__ import annotations
 
+import mmap
 import os
 from typing import Any
 
@@ -665,3 +666,103 @@ def test_lazily_negated_and_zero_tensors_cast_their_values(target: str) -> None:
             else:
                 assert not got.is_neg() and got.dtype == want.dtype
                 assert torch.equal(got.view(torch.uint8), want.view(torch.uint8))
+
+
+def _vm_flags_at(address: int) -> list[str]:
+    """The VmFlags (Linux's /proc/self/smaps) of this process's mapping that holds
+    ``address``."""
+    with open("/proc/self/smaps") as smaps:
+        inside = False
+        for line in smaps:
+            head = line.split(maxsplit=1)[0]
+            if "-" in head and not head.endswith(":"):
+                start, end = (int(part, 16) for part in head.split("-"))
+                inside = start <= address < end
+            elif inside and head == "VmFlags:":
+                return line.split()[1:]
+    raise AssertionError(f"no mapping holds {address:#x}")
+
+
+_THP = "/sys/kernel/mm/transparent_hugepage/enabled"
+
+
+@pytest.mark.skipif(
+    not (os.path.exists("/proc/self/smaps") and os.path.exists(_THP)),
+    reason="needs Linux with transparent huge pages (/proc/self/smaps and " + _THP + ")",
+)
+@pytest.mark.parametrize(
+    "how",
+    [
+        "repeat",  # the repeat path's one C call (repeat_tensor)
+        "first",  # the full path's kernel run (run_on_bits)
+        "strided",  # a transposed input: run_on_bits' other branch
+        "packed",  # the packing kernel's new rows (run_packing_kernel)
+        "unpacked",  # packed FLOAT4E2M1 in, FLOATs out (run_packed)
+    ],
+)
+@pytest.mark.usefixtures("_forget_repeats")
+def test_new_outputs_ask_for_huge_pages(how: str) -> None:
+    """A torch result that a kernel fills is new memory of torch's allocator, which asks for no
+    huge pages: castlike asks, as NumPy does for its own arrays of 4 MiB or more (the first
+    touch otherwise faults once per 4 KiB page, most of a large cast's time).  Each result here
+    is 40 MiB, which glibc maps anew at every allocation (above its largest threshold for mmap,
+    32 MiB): no earlier advice can have marked that memory."""
+    elements = 10 << 20
+    options: dict[str, Any] = {}
+    if how == "packed":
+        x, target = torch.ones(8 * elements, dtype=torch.int8), "INT4"  # 40 MiB of nibbles
+        options["packed"] = True
+    elif how == "unpacked":
+        x, target = torch.full((elements // 2,), 0x21, dtype=torch.uint8), "FLOAT"
+        x = x.view(torch.float4_e2m1fn_x2)  # read as FLOAT4E2M1, two elements a byte
+    else:
+        x, target = torch.ones(elements, dtype=torch.float32), "INT32"
+        if how == "strided":
+            x = x.reshape(1024, -1).t()
+    castlike.cast(x[:8], target, **options)  # remembered: the next call repeats it
+    if how == "first":
+        castlike.testing.clear_caches()
+    got = castlike.cast(x, target, **options)
+    nbytes = got.numel() * got.element_size()
+    assert nbytes == 40 << 20
+    assert "hg" in _vm_flags_at(got.data_ptr() + nbytes // 2)
+
+
+@pytest.mark.skipif(
+    not (os.path.exists("/proc/self/smaps") and os.path.exists(_THP)),
+    reason="needs Linux with transparent huge pages (/proc/self/smaps and " + _THP + ")",
+)
+def test_advise_huge_pages_asks_for_new_memory_of_4_mib_or_more_only() -> None:
+    """The advice is for new memory, as NumPy gives it: 4 MiB or more whose first page is not
+    yet in memory.  Memory in use already (a freed tensor's, that glibc gave out again) faults
+    no more, and is left as it is; so are smaller outputs."""
+    module = _native.module()
+    assert module is not None
+
+    def flags_after_advice(memory: mmap.mmap) -> list[str]:
+        view = np.frombuffer(memory, np.uint8)  # released before the map closes
+        module.advise_huge_pages(view)
+        return _vm_flags_at(view.ctypes.data + view.size // 2)
+
+    small_size = (4 << 20) - 4096
+    with (
+        mmap.mmap(-1, 8 << 20) as new,
+        mmap.mmap(-1, 8 << 20) as used,
+        mmap.mmap(-1, small_size) as small,
+    ):
+        used.write(b"\1" * len(used))  # every page in memory
+        flags = [flags_after_advice(m) for m in (new, used, small)]
+    assert "hg" in flags[0]
+    assert "hg" not in flags[1]
+    assert "hg" not in flags[2]
+
+
+def test_advise_huge_pages_takes_writable_buffers_only() -> None:
+    module = _native.module()
+    assert module is not None
+    module.advise_huge_pages(bytearray(16))  # small: nothing to ask
+    module.advise_huge_pages(np.empty(0, np.uint8))
+    with pytest.raises(BufferError):
+        module.advise_huge_pages(b"read-only")
+    with pytest.raises(TypeError):
+        module.advise_huge_pages(None)

@@ -100,6 +100,15 @@ def module() -> ModuleType | None:
     return _MODULE
 
 
+def advise_huge_pages(out: Any) -> None:
+    """Ask for huge pages behind a new output that a torch path has just allocated for a
+    kernel to fill (any writable buffer: the NumPy view of the tensor), as NumPy does for its
+    own new arrays of 4 MiB or more.  Linux only; advice, never a change of the bits.  NumPy
+    outputs need no call: ``numpy.empty`` asks by itself."""
+    if _MODULE is not None:
+        _MODULE.advise_huge_pages(out)
+
+
 #: The most threads :func:`set_num_threads` and ``CASTLIKE_NUM_THREADS`` accept: far beyond
 #: what a memory-bound cast gains from, low enough that a mistaken value cannot ask for
 #: millions of threads.

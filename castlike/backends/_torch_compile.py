@@ -356,6 +356,7 @@ def run_on_bits(
         out = torch.empty_like(x, dtype=dtype)
         source = x.numpy() if x.dtype in _NUMPY_HOLDS else x.view(in_bits).numpy()
         result = out.numpy() if dtype in _NUMPY_HOLDS else out.view(out_bits).numpy()
+        _native.advise_huge_pages(result)
         kernel(source, result, threads)
         return out
     bits = x.view(in_bits)
@@ -363,7 +364,9 @@ def run_on_bits(
     if bits.stride() != strides:
         bits = bits.contiguous()  # row-major, as result_strides says for such an x
     out = torch.empty_strided(x.shape, strides, dtype=dtype)
-    kernel(_memory(bits), _memory(out.view(out_bits)), threads)
+    result = _memory(out.view(out_bits))
+    _native.advise_huge_pages(result)
+    kernel(_memory(bits), result, threads)
     return out
 
 
@@ -523,6 +526,7 @@ def run_packed(
         if out.numel():
             data = x.contiguous().numpy()
             unpacked = out.view(UINT[target.storage_bits]).numpy()
+            _native.advise_huge_pages(unpacked)
             kernel.unpacked(data, unpacked, source_row, source_layout.bits, threads)
         if not pack:
             return out
@@ -544,7 +548,9 @@ def run_packing_kernel(
     n = x.shape[-1]
     out = torch.empty((*x.shape[:-1], layout.packed_length(n)), dtype=torch.uint8)
     if bits.numel():
-        kernel.packed(bits.numpy(), out.numpy(), n, layout.bits, _native.get_num_threads())
+        packed = out.numpy()
+        _native.advise_huge_pages(packed)
+        kernel.packed(bits.numpy(), packed, n, layout.bits, _native.get_num_threads())
     return out
 
 
