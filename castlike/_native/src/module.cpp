@@ -747,12 +747,14 @@ constexpr size_t kHugePageAdviceBytes = size_t{1} << 22;
 //: 4 KiB page.  torch's allocator does not ask, and its memory above glibc's mmap bound (at
 //: most 32 MiB) is new from the system at every allocation, so that first touch was most of a
 //: large cast's time: 10**7 FLOAT -> INT32 into a new torch tensor took 20.1 ms, 11.4 ms
-//: with the advice (one thread, an Intel Xeon, Emerald Rapids).  Memory already in use (the first page resident: glibc gave back what a freed
-//: tensor held) is left alone: it faults no more, and the advice would only split its mapping
-//: and hand it to the kernel's background collapsing.  Only for memory the caller has just
-//: allocated for the result (advice about other memory is not ours to give), only whole pages
-//: inside it; an error (no THP, memory that cannot be advised) leaves everything as it was,
-//: and no result depends on it.
+//: with the advice (one thread, an Intel Xeon, Emerald Rapids).  Memory already in use (its
+//: middle page resident: glibc gave out again what a freed tensor held) is left alone: it
+//: faults no more, and the advice would only split its mapping and hand it to the kernel's
+//: background collapsing.  The middle page, not the first: an allocator may write the start
+//: of a new block (AddressSanitizer's malloc fills its first 4 KiB).  Only for memory the
+//: caller has just allocated for the result (advice about other memory is not ours to give),
+//: only whole pages inside it; an error (no THP, memory that cannot be advised) leaves
+//: everything as it was, and no result depends on it.
 void advise_huge_pages(void* p, size_t bytes) {
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
   if (bytes < kHugePageAdviceBytes) return;
@@ -765,8 +767,9 @@ void advise_huge_pages(void* p, size_t bytes) {
   const uintptr_t last = (start + bytes) / page * page;
   if (last <= first) return;
   const int saved = errno;
+  const uintptr_t middle = first + (last - first) / page / 2 * page;
   unsigned char resident = 0;
-  if (mincore(reinterpret_cast<void*>(first), page, &resident) == 0 && (resident & 1) == 0) {
+  if (mincore(reinterpret_cast<void*>(middle), page, &resident) == 0 && (resident & 1) == 0) {
     (void)madvise(reinterpret_cast<void*>(first), last - first, MADV_HUGEPAGE);
   }
   errno = saved;
@@ -1597,7 +1600,7 @@ PyMethodDef kMethods[] = {
     {"advise_huge_pages", advise_huge_pages_of, METH_O,
      "advise_huge_pages(out): ask Linux for transparent huge pages behind the new output `out` "
      "(a writable buffer the caller has just allocated), where it has 4 MiB or more and its "
-     "first page is not yet in memory, as NumPy does for its new arrays; elsewhere nothing."},
+     "middle page is not yet in memory, as NumPy does for its new arrays; elsewhere nothing."},
     {"stream_bytes", stream_bytes_of, METH_NOARGS,
      "Output bytes of one thread's chunk from which 1- and 2-byte results are stored around the "
      "caches (this CPU's second-level cache, at least 1 MiB)."},
