@@ -684,12 +684,13 @@ def _vm_flags_at(address: int) -> list[str]:
 
 
 _THP = "/sys/kernel/mm/transparent_hugepage/enabled"
-
-
-@pytest.mark.skipif(
+_NEEDS_THP = pytest.mark.skipif(
     not (os.path.exists("/proc/self/smaps") and os.path.exists(_THP)),
     reason="needs Linux with transparent huge pages (/proc/self/smaps and " + _THP + ")",
 )
+
+
+@_NEEDS_THP
 @pytest.mark.parametrize(
     "how",
     [
@@ -728,10 +729,7 @@ def test_new_outputs_ask_for_huge_pages(how: str) -> None:
     assert "hg" in _vm_flags_at(got.data_ptr() + nbytes // 2)
 
 
-@pytest.mark.skipif(
-    not (os.path.exists("/proc/self/smaps") and os.path.exists(_THP)),
-    reason="needs Linux with transparent huge pages (/proc/self/smaps and " + _THP + ")",
-)
+@_NEEDS_THP
 def test_advise_huge_pages_asks_for_new_memory_of_4_mib_or_more_only() -> None:
     """The advice is for new memory, as NumPy gives it: 4 MiB or more whose middle page is not
     yet in memory.  Memory in use already (a freed tensor's, that glibc gave out again) faults
