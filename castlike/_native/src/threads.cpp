@@ -16,10 +16,18 @@
 //   whose mutex another parent thread may have held) and builds a new one on first use.
 // * Nothing throws: POSIX threads directly, and a worker that cannot be started (a pid or a
 //   memory limit) leaves its share of the work to the threads there are.
+// * A caller whose helpers are still on their last chunks spins for them (at most kJoinSpinNs)
+//   before it sleeps: a thread asleep on a condition variable takes microseconds to run again
+//   once woken, tens of them in a virtual machine whose idle CPU has halted.  On a 2-core KVM
+//   guest (Zen 5), FLOAT -> FLOAT8E4M3FN of 4 * 10**6 elements on two threads, back to back
+//   with the input in the cache, went from 0.20 to 0.17 ms (one thread: 0.27).  Workers sleep
+//   as soon as the queue is empty: spinning there as well (100 us) made back-to-back casts
+//   faster still, but a cast after an idle pause then took twice as long in most rounds.
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <pthread.h>
 #include <signal.h>
+#include <time.h>
 
 #include <algorithm>
 #include <atomic>
@@ -70,6 +78,38 @@ class Condition {
 //: sanitizer builds and costs less address space than the usual 8 MiB.
 constexpr size_t kWorkerStack = size_t{1} << 20;
 
+//: How long a caller spins for its helpers' last chunks before it sleeps: a chunk is at least
+//: 2**16 elements, tens of microseconds of work; a longer wait means that the helper lost its
+//: CPU, and then sleeping costs nothing.
+constexpr long kJoinSpinNs = 200'000;
+
+//: Tells the CPU that this is a spin-wait loop (it saves power and frees the core's other
+//: hardware thread, if any).
+inline void cpu_relax() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+long monotonic_ns() noexcept {
+  timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return long(now.tv_sec) * 1'000'000'000L + now.tv_nsec;
+}
+
+//: Spins until `ready()` or `limit_ns` have passed; returns `ready()`.
+template <class Ready>
+bool spin_until(Ready ready, long limit_ns) noexcept {
+  const long start = monotonic_ns();
+  for (unsigned i = 1;; ++i) {
+    if (ready()) return true;
+    cpu_relax();
+    if (i % 64 == 0 && monotonic_ns() - start > limit_ns) return ready();
+  }
+}
+
 // -- the pool --------------------------------------------------------------------------------------
 
 //: One call's work, on the caller's stack: chunks are claimed in order by the caller and by the
@@ -89,9 +129,12 @@ struct Job {
   const size_t n;
   const size_t chunk;
   std::atomic<size_t> next{0};
+  //: Workers running chunks of this job.  Raised under the pool's mutex when one joins; a
+  //: worker lowers it (release) as its last touch of the job, so the caller, which spins on
+  //: it without the mutex, may return as soon as it reads 0.
+  std::atomic<int> active{0};
   // Guarded by the pool's mutex:
   int reserved = 0;         // slots reserved for workers that have not joined yet
-  int active = 0;           // workers running chunks of this job
   Job* queued = nullptr;    // the next job in the queue
 };
 
@@ -147,7 +190,15 @@ class Pool {
       give_slots(job.reserved);
       job.reserved = 0;
     }
-    while (job.active > 0) done_.wait(lock);
+    // No worker joins now (the job is out of the queue): wait for those on their last chunks,
+    // spinning first, without the mutex, which they take when they finish.
+    const auto helpers_done = [&job] { return job.active.load(std::memory_order_acquire) == 0; };
+    if (!helpers_done()) {
+      mutex_.unlock();
+      spin_until(helpers_done, kJoinSpinNs);
+      mutex_.lock();
+      while (!helpers_done()) done_.wait(lock);
+    }
     finished();
     give_slots(1);
   }
@@ -164,16 +215,16 @@ class Pool {
       if (Job* job = head_) {  // its reserved slot becomes this worker's
         if (--job->reserved == 0) unlink(job);
         --reserved_;
-        ++job->active;
+        job->active.fetch_add(1, std::memory_order_relaxed);
         ++helping_;
         started();
         mutex_.unlock();
         job->drain();
+        job->active.fetch_sub(1, std::memory_order_release);  // the job may end now
         mutex_.lock();
         finished();
-        --job->active;
         --helping_;
-        if (job->active == 0) done_.notify_all();  // the caller may be waiting for its helpers
+        done_.notify_all();  // a caller may be asleep waiting for its helpers
         give_slots(1);
         continue;
       }
