@@ -2,7 +2,8 @@
 
 Each ``bench_*.py`` is a standalone script printing its own table; this runner only calls
 them in a fresh interpreter each, so that one library's threads and caches do not slow the
-next one.  Arguments: names to run (``numpy``, ``strings``, ``torch``, ``jax``; default all).
+next one.  Arguments: names to run (``numpy``, ``threads``, ``strings``, ``torch``, ``jax``
+...; default all).
 """
 
 from __future__ import annotations
