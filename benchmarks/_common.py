@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,6 +83,15 @@ def median_interleaved(
 
 def _nothing() -> None:
     pass
+
+
+def rst_simple_table(header: Sequence[str], body: Sequence[Sequence[str]]) -> str:
+    """``header`` and the rows of ``body`` (cells as text) as a reStructuredText simple table."""
+    widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
+    rule = "  ".join("=" * w for w in widths)
+    lines = [rule, "  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)), rule]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in body]
+    return "\n".join(line.rstrip() for line in [*lines, rule]) + "\n"
 
 
 def onnxruntime_cast(op: str, source: str, target: str) -> Callable[..., Any] | None:

@@ -40,7 +40,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
-from _common import median_interleaved, same_bits
+from _common import median_interleaved, rst_simple_table, same_bits
 
 import castlike
 from castlike import _native
@@ -315,15 +315,7 @@ def rst_tables(rows: list[dict[str, Any]]) -> str:
                 cells.append("–" if v is None else f"{v:.3f}{mark}")
             cells += [f"{r['speedup_vs_fastest_1t']:.2f}×", f"{r['vs_copy']:.2f}×"]
             body.append(cells)
-        widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
-        rule = "  ".join("=" * w for w in widths)
-        out.append(rule)
-        out.append("  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)))
-        out.append(rule)
-        out += [
-            "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in body
-        ]
-        out.append(rule + "\n")
+        out.append(rst_simple_table(header, body))
     return "\n".join(out)
 
 

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _common import median_interleaved
+from _common import median_interleaved, rst_simple_table
 from bench_numpy import CASES, make_input
 
 from castlike import _native
@@ -140,17 +140,8 @@ HEADER = [
 def rst_tables(rows: list[dict[str, Any]]) -> str:
     out = []
     for n in sorted({r["n"] for r in rows}):
-        body = rows_text([r for r in rows if r["n"] == n])
-        widths = [max(len(h), *(len(row[i]) for row in body)) for i, h in enumerate(HEADER)]
-        rule = "  ".join("=" * w for w in widths)
         out.append(f"**n = {n:,}** (milliseconds, medians of {ROUNDS} rounds)\n")
-        out.append(rule)
-        out.append("  ".join(h.ljust(w) for h, w in zip(HEADER, widths, strict=True)))
-        out.append(rule)
-        out += [
-            "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in body
-        ]
-        out.append(rule + "\n")
+        out.append(rst_simple_table(HEADER, rows_text([r for r in rows if r["n"] == n])))
     return "\n".join(out)
 
 

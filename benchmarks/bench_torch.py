@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from _common import Case, median_interleaved, same_bits
+from _common import Case, median_interleaved, rst_simple_table, same_bits
 
 import castlike
 from castlike.backends import adapter_named
@@ -275,13 +275,7 @@ def rst_table(rows: list[dict[str, Any]], compiled: bool) -> str:
             cells += [ms(r["compiled"]), ms(r["compiled .to"])]
             cells.append(ratio(r["compiled"], r["compiled .to"]))
         body.append(cells)
-    widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
-    rule = "  ".join("=" * w for w in widths)
-    lines = [rule, "  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)), rule]
-    lines += [
-        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in body
-    ]
-    return "\n".join([*lines, rule, ""])
+    return rst_simple_table(header, body)
 
 
 def main() -> None:
