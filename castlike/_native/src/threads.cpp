@@ -22,7 +22,8 @@
 //   guest (Zen 5), FLOAT -> FLOAT8E4M3FN of 4 * 10**6 elements on two threads, back to back
 //   with the input in the cache, went from 0.20 to 0.17 ms (one thread: 0.27).  Workers sleep
 //   as soon as the queue is empty: spinning there as well (100 us) made back-to-back casts
-//   faster still, but a cast after an idle pause then took twice as long in most rounds.
+//   faster still, but a two-thread cast after an idle pause then took 2.5 times as long as one
+//   thread in most rounds.
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <pthread.h>
