@@ -15,7 +15,14 @@ a second core should nearly halve its time; one that takes longer waits for memo
 shared cache), and two threads gain what the memory system gives a second core, which the
 copy's gain shows.
 
-Run: ``python benchmarks/bench_threads.py [--sizes 2097152 1e7] [--rst FILE] [--json FILE]``.
+With ``--pauses``, a second table: a few casts on one thread and on two, back to back and
+after a pause of 2 ms before each call, the caller busy (copying memory, which also evicts the
+caches) or idle (asleep, so that the whole machine may idle).  The pool's worker spins for a
+while after helping and sleeps after that, and a sleeping worker is woken only for work
+expected to be long or for a stream of casts: this table shows what that choice gives.
+
+Run: ``python benchmarks/bench_threads.py [--sizes 2097152 1e7] [--pauses] [--rst FILE]
+[--json FILE]``.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ import argparse
 import json
 import os
 import platform
+import time
 from pathlib import Path
 from typing import Any
 
@@ -105,6 +113,61 @@ def bench(source: str, target: str, n: int, rng: np.random.Generator) -> dict[st
     }
 
 
+#: The casts and sizes of the pause table: one bound by compute in the cache, one with a 4-byte
+#: output, one from DOUBLE; from below the two-thread bound to beyond the last-level cache.
+PAUSE_CASES = [("FLOAT", "FLOAT8E4M3FN"), ("FLOAT", "INT32"), ("DOUBLE", "FLOAT16")]
+PAUSE_SIZES = [2**20, 4 * 10**6, 10**7]
+PAUSE_SECONDS = 0.002
+PATTERNS = ["none", "busy", "idle"]
+
+
+def pause_patterns() -> dict[str, Any]:
+    """What runs before each timed call, untimed, per pattern."""
+    a = np.ones(1 << 21)  # 16 MiB: copying it keeps the caller busy and evicts the caches
+    b = np.empty_like(a)
+
+    def busy() -> None:
+        end = time.perf_counter() + PAUSE_SECONDS
+        while time.perf_counter() < end:
+            np.copyto(b, a)
+
+    return {"none": lambda: None, "busy": busy, "idle": lambda: time.sleep(PAUSE_SECONDS)}
+
+
+def bench_pauses(source: str, target: str, n: int, rng: np.random.Generator) -> dict[str, Any]:
+    x = make_input(source, n, rng)
+    out = np.empty(n, NUMPY_DTYPES[OnnxType[target]])
+    cast = _kernel(source, target)
+    ms: dict[str, dict[str, float]] = {}
+    before = _native.get_num_threads()
+    _native.set_num_threads(2)
+    try:
+        for pattern, pause in pause_patterns().items():
+            fns = {"1t": lambda: cast(x, out, 1), "2t": lambda: cast(x, out, 2)}
+            setups = dict.fromkeys(fns, pause)
+            times = median_interleaved(fns, ROUNDS, setups)
+            ms[pattern] = {k: v * 1e3 for k, v in times.items()}
+    finally:
+        _native.set_num_threads(before)
+    return {"source": source, "target": target, "n": n, "ms": ms}
+
+
+PAUSE_HEADER = ["source → target", "n"] + [
+    f"{pattern} {column}" for pattern in PATTERNS for column in ("1t", "2t", "gain")
+]
+
+
+def pause_rows_text(rows: list[dict[str, Any]]) -> list[list[str]]:
+    text = []
+    for r in rows:
+        cells = [f"{r['source']} → {r['target']}", f"{r['n']:,}"]
+        for pattern in PATTERNS:
+            one, two = r["ms"][pattern]["1t"], r["ms"][pattern]["2t"]
+            cells += [f"{one:.3f}", f"{two:.3f}", f"{one / two:.2f}×"]
+        text.append(cells)
+    return text
+
+
 def rows_text(rows: list[dict[str, Any]]) -> list[list[str]]:
     return [
         [
@@ -137,18 +200,30 @@ HEADER = [
 ]
 
 
-def rst_tables(rows: list[dict[str, Any]]) -> str:
+def rst_tables(rows: list[dict[str, Any]], pause_rows: list[dict[str, Any]]) -> str:
     out = []
     for n in sorted({r["n"] for r in rows}):
         out.append(f"**n = {n:,}** (milliseconds, medians of {ROUNDS} rounds)\n")
         out.append(rst_simple_table(HEADER, rows_text([r for r in rows if r["n"] == n])))
+    if pause_rows:
+        out.append(
+            f"**After a pause** (milliseconds, medians of {ROUNDS} rounds; before each call "
+            f"{PAUSE_SECONDS * 1e3:g} ms busy or idle)\n"
+        )
+        out.append(rst_simple_table(PAUSE_HEADER, pause_rows_text(pause_rows)))
     return "\n".join(out)
+
+
+def print_row(cells: list[str], first: int = 26) -> None:
+    """One row of a table on the terminal, the first column left-aligned."""
+    print("".join(f"{c:>12}" if i else f"{c:{first}}" for i, c in enumerate(cells)), flush=True)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=float, nargs="+", default=[2**21, 1e7])
     parser.add_argument("--only", nargs="*", default=None, help="e.g. FLOAT-FLOAT16")
+    parser.add_argument("--pauses", action="store_true", help="add the table after pauses")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--rst", type=Path, default=None, help="write the tables as rst")
     args = parser.parse_args()
@@ -158,19 +233,26 @@ def main() -> None:
     rows = []
     for n in (int(s) for s in args.sizes):
         print(f"\nn = {n:,}: milliseconds, medians of {ROUNDS} rounds, preallocated outputs")
-        print("".join(f"{h:>12}" if i else f"{h:26}" for i, h in enumerate(HEADER)))
+        print_row(HEADER)
         for s, t in cases:
             r = bench(s, t, n, rng)
-            print(
-                "".join(f"{c:>12}" if i else f"{c:26}" for i, c in enumerate(rows_text([r])[0])),
-                flush=True,
-            )
+            print_row(rows_text([r])[0])
             rows.append(r)
+    pause_rows = []
+    if args.pauses:
+        print(f"\nafter pauses of {PAUSE_SECONDS * 1e3:g} ms: milliseconds, medians of {ROUNDS}")
+        print_row(PAUSE_HEADER)
+        for n in PAUSE_SIZES:
+            for s, t in PAUSE_CASES:
+                r = bench_pauses(s, t, n, rng)
+                print_row(pause_rows_text([r])[0])
+                pause_rows.append(r)
     if args.json:
         meta = {"machine": platform.machine(), "cpus": os.cpu_count()}
-        args.json.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+        data = {"meta": meta, "rows": rows, "pause_rows": pause_rows}
+        args.json.write_text(json.dumps(data, indent=1))
     if args.rst:
-        args.rst.write_text(rst_tables(rows))
+        args.rst.write_text(rst_tables(rows, pause_rows))
 
 
 if __name__ == "__main__":

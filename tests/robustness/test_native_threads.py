@@ -142,6 +142,9 @@ from castlike import _native
 assert os.environ.get("CASTLIKE_TEST_SANITIZED") != "1" or _native.module().sanitized
 
 POOL = _native._POOL
+# Every cast of LARGE elements wants its workers: by default the pool wakes a sleeping one only
+# for work expected to be long or in a stream of casts, which depends on this machine's speed.
+POOL._wake_policy(0, 0)
 LARGE = {LARGE}
 x = np.random.default_rng(4).standard_normal(LARGE).astype(np.float32) * 300
 _native.set_num_threads(1)
@@ -214,6 +217,51 @@ print(json.dumps({"steps": steps}))
         (2, 7, 2, True),
     ]
     assert all(peak <= n for n, _, _, peak, _ in steps), steps
+
+
+_POLICY = """
+_native.set_num_threads(2)
+seen = {}
+# Short work (its expected time is far below the bound) and no stream of casts (stream_ns 0):
+# the pool starts no worker for it; the first cast of a kernel, whose speed is unknown, does.
+POOL._wake_policy(10**12, 0)
+seen["short"] = [exact(), POOL.workers()]
+y = castlike.cast(x, "FLOAT8E5M2").view(np.uint8).copy()
+seen["unknown"] = [POOL.workers()]
+# The same kernel again, its speed now known: the sleeping worker is left asleep.
+POOL._peak_running(True)
+again = castlike.cast(x, "FLOAT8E5M2").view(np.uint8)
+seen["known"] = [bool(np.array_equal(again, y)), POOL._peak_running(False)]
+# A stream (each cast within a second of the last one's end): the worker is woken, then spins
+# for the next cast, so that it joins one of them before long.
+POOL._wake_policy(10**12, 10**9)
+POOL._peak_running(True)
+ok, deadline = True, time.monotonic() + 30
+while POOL._peak_running(False) < 2 and time.monotonic() < deadline:
+    ok = exact() and ok
+seen["stream"] = [ok, POOL._peak_running(False)]
+print(json.dumps(seen))
+"""
+
+
+@needs_native
+def test_the_pool_wakes_a_worker_only_when_it_pays() -> None:
+    """A sleeping worker is woken for work that is long, or of unknown length, or one of a
+    stream of casts; not for one short cast (each bound set here, as the tests cannot time)."""
+    seen = _child(_POLICY)
+    assert seen == {
+        "short": [True, 0],
+        "unknown": [1],
+        "known": [True, 1],
+        "stream": [True, 2],
+    }
+
+
+@needs_native
+@pytest.mark.parametrize("args", [(1,), (-1, 0), (0, -1), (1, 2, 3)], ids=repr)
+def test_wake_policy_refuses(args: tuple[int, ...]) -> None:
+    with pytest.raises((ValueError, TypeError)):
+        _native._POOL._wake_policy(*args)
 
 
 _SHARED = """
@@ -290,6 +338,7 @@ for _ in range(8):
     if pid == 0:  # the child: a fresh pool, built on first use
         signal.alarm(60)  # a deadlock ends the child instead of hanging the test
         fresh = POOL.workers() == 0 and POOL.get_limit() == 2
+        POOL._wake_policy(0, 0)  # the child's new pool has the default policy
         ok = exact()
         os._exit(0 if fresh and ok and POOL.workers() == 1 else 1)
     children.append(pid)

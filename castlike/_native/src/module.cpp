@@ -19,6 +19,7 @@
 #include <structmember.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <climits>
 #include <cmath>
@@ -575,8 +576,13 @@ R boundary(R failed, Body&& body) {
 
 // -- the Kernel type -------------------------------------------------------------------------
 
-//: Set once, by Kernel.__new__, and never changed: a call that released the GIL, another
-//: thread's call and a cached kernel all read the same Params and table.
+//: What a call of a kernel does, each at its own speed: cast, or cast and pack, or unpack and
+//: cast (the packed calls work per element and per row).
+enum Work : int { kCastWork, kPackWork, kUnpackWork, kWorkKinds };
+
+//: Set once, by Kernel.__new__, and never changed but for the speeds: a call that released
+//: the GIL, another thread's call and a cached kernel all read the same Params and table.
+
 struct KernelObject {
   PyObject_HEAD
   vectorcallfunc vectorcall;  // calls skip tuple building: a small cast is mostly overhead
@@ -584,6 +590,10 @@ struct KernelObject {
   Params params;
   unsigned char* table;  // the kernel's own padded copy of its table (NULL when there is none)
   bool initialised;      // __init__ ran (the one call that type(...) makes)
+  //: Nanoseconds per unit of work on one thread, learned from the calls (0: none yet), by
+  //: which the pool judges whether a cast is worth waking a worker for.  Calls from several
+  //: threads may update it at once: each store is whole, and any recent value will do.
+  std::atomic<float> ns_per_unit[kWorkKinds];
 };
 
 //: Bytes after every table (zeros): room for a wider read at the last entry.
@@ -711,6 +721,7 @@ PyObject* kernel_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
   k->params = p;
   k->table = copy;
   k->initialised = false;
+  for (std::atomic<float>& speed : k->ns_per_unit) new (&speed) std::atomic<float>(0.0f);
   return reinterpret_cast<PyObject*>(k);
 }
 
@@ -833,11 +844,31 @@ bool threads_argument(PyObject* arg, const char* usage, long* threads) {
   return true;
 }
 
+//: The fewest elements the calling thread must have cast itself for its time to teach a kernel
+//: its speed: fewer are a cast in the core's cache, faster an element than the large casts
+//: the speed is for.
+constexpr double kLearnElements = 1 << 16;
+
+//: Folds one run's speed into what `speed` holds: a moving average that follows a machine
+//: whose load changes, without one slow run (the thread lost its CPU) ruling it.
+//: `elements_per_unit`: the run's elements over its units (rows, for some packed calls).
+void learn_speed(std::atomic<float>& speed, const PoolReport& report, double elements_per_unit) {
+  if (double(report.caller_units) * elements_per_unit < kLearnElements || report.caller_ns <= 0) {
+    return;
+  }
+  const float seen = float(double(report.caller_ns) / double(report.caller_units));
+  const float known = speed.load(std::memory_order_relaxed);
+  speed.store(known > 0 ? known + (seen - known) / 4 : seen, std::memory_order_relaxed);
+}
+
 //: Runs `task` over [0, units), the work of `n` elements, as every call does: with the GIL held
 //: on the caller below kKeepGil elements, else with the GIL released on at most `threads`
 //: threads (one per kMinPerThread elements, and the pool caps it at its limit) in chunks of a
-//: multiple of `align` units.  Call it with the GIL held; `task` must not touch Python.
-void run_task(const PoolTask& task, Py_ssize_t n, size_t units, size_t align, long threads) {
+//: multiple of `align` units.  `speed` (the kernel's, for this kind of work) tells the pool
+//: how long the work should take on one thread, and learns from the run.  Call it with the GIL
+//: held; `task` must not touch Python.
+void run_task(const PoolTask& task, Py_ssize_t n, size_t units, size_t align, long threads,
+              std::atomic<float>& speed) {
   if (units == 0) {
     // nothing to do
   } else if (n < kKeepGil) {
@@ -850,10 +881,14 @@ void run_task(const PoolTask& task, Py_ssize_t n, size_t units, size_t align, lo
     const size_t per = (units + size_t(threads) * kChunksPerThread - 1) /
                        (size_t(threads) * kChunksPerThread);
     const size_t chunk = threads == 1 ? units : (per + align - 1) / align * align;
+    const double expected = double(speed.load(std::memory_order_relaxed)) * double(units);
+    const long expected_ns = long(std::min(expected, 1e15));  // 0 while the speed is unknown
+    PoolReport report;
     // Nothing below throws or touches Python until the GIL is back.
     Py_BEGIN_ALLOW_THREADS;
-    g_pool->run(task, units, chunk, int(threads));
+    g_pool->run(task, units, chunk, int(threads), expected_ns, &report);
     Py_END_ALLOW_THREADS;
+    learn_speed(speed, report, double(n) / double(units));
   }
 }
 
@@ -873,7 +908,7 @@ PyObject* kernel_call(PyObject* self, PyObject* const* args, size_t nargsf, PyOb
   if (!get_buffers(e, args[0], args[1], &in, &out)) return nullptr;
   const Py_ssize_t n = in.len / e.in_size;
   const Call call{&e, in.buf, out.buf, &k->params};
-  run_task(PoolTask{&run_call, &call}, n, size_t(n), 64, threads);
+  run_task(PoolTask{&run_call, &call}, n, size_t(n), 64, threads, k->ns_per_unit[kCastWork]);
   PyBuffer_Release(&in);
   PyBuffer_Release(&out);
   Py_RETURN_NONE;
@@ -961,7 +996,8 @@ PyObject* kernel_repeat(PyObject* self, PyObject* const* args, Py_ssize_t nargs)
     result = nullptr;
   } else {
     const Call call{&e, in.buf, out.buf, &k->params};
-    run_task(PoolTask{&run_call, &call}, n, size_t(n), 64, g_pool->limit());
+    run_task(PoolTask{&run_call, &call}, n, size_t(n), 64, g_pool->limit(),
+             k->ns_per_unit[kCastWork]);
   }
   PyBuffer_Release(&out);
   PyBuffer_Release(&in);
@@ -1134,8 +1170,10 @@ PyObject* kernel_repeat_tensor(PyObject* self, PyObject* const* args, Py_ssize_t
     return nullptr;
   }
   advise_huge_pages(out, size_t(out_len));  // a new tensor of torch's: see advise_huge_pages
-  const Call call{&e, in, out, &reinterpret_cast<KernelObject*>(self)->params};
-  run_task(PoolTask{&run_call, &call}, n, size_t(n), 64, g_pool->limit());
+  auto* k = reinterpret_cast<KernelObject*>(self);
+  const Call call{&e, in, out, &k->params};
+  run_task(PoolTask{&run_call, &call}, n, size_t(n), 64, g_pool->limit(),
+           k->ns_per_unit[kCastWork]);
   return result;
 }
 
@@ -1390,7 +1428,7 @@ PyObject* packed_call(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
   const size_t n = rows * row;
   // Flat: chunks of a multiple of 64 elements, so that each starts on a byte of the stream.
   run_task(packed_task<Pack>(bits, &call), Py_ssize_t(n), call.flat ? n : rows,
-           call.flat ? 64 : 1, threads);
+           call.flat ? 64 : 1, threads, k->ns_per_unit[Pack ? kPackWork : kUnpackWork]);
   PyBuffer_Release(&in);
   PyBuffer_Release(&out);
   Py_RETURN_NONE;

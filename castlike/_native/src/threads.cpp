@@ -20,10 +20,15 @@
 //   before it sleeps: a thread asleep on a condition variable takes microseconds to run again
 //   once woken, tens of them in a virtual machine whose idle CPU has halted.  On a 2-core KVM
 //   guest (Zen 5), FLOAT -> FLOAT8E4M3FN of 4 * 10**6 elements on two threads, back to back
-//   with the input in the cache, went from 0.20 to 0.17 ms (one thread: 0.27).  Workers sleep
-//   as soon as the queue is empty: spinning there as well (100 us) made back-to-back casts
-//   faster still, but a two-thread cast after an idle pause then took 2.5 times as long as one
-//   thread in most rounds.
+//   with the input in the cache, went from 0.20 to 0.17 ms (one thread: 0.27).
+// * Waking a sleeping worker is worth it only for long work: on that guest it cost the caller
+//   10-280 us, and after the whole machine had been idle a two-thread cast of 10**7 elements
+//   took as long as one thread.  So a worker that has just helped spins for the next job (at
+//   most kStreamNs) before it sleeps, and a caller wakes a sleeping one only for work expected
+//   to take kWakeNs or more on one thread (the kernel module learns each kernel's speed from
+//   its calls), or of unknown length, or that follows the last cast within kStreamNs (a
+//   stream, whose next casts then find the worker awake).  Any other cast runs on the caller
+//   alone, as one chunk, unless a worker is awake to help.
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <pthread.h>
@@ -84,6 +89,20 @@ constexpr size_t kWorkerStack = size_t{1} << 20;
 //: CPU, and then sleeping costs nothing.
 constexpr long kJoinSpinNs = 200'000;
 
+//: A worker that has just helped spins this long for the next job before it sleeps, and a cast
+//: that starts within this long of the last one's end is taken for one of a stream (testing
+//: aid: _wake_policy sets it).
+constexpr long kStreamNs = 200'000;
+
+//: A sleeping worker is woken for work expected to take at least this long on one thread
+//: (testing aid: _wake_policy sets it).  On a 2-core KVM guest (Zen 5) waking one cost the
+//: caller 10-280 us, more after the whole machine had idled: after 2 ms asleep, a two-thread
+//: cast of 4e6 FLOATs (0.3-0.5 ms on one thread) took 1.2-1.3x as long as one thread, and one
+//: of 10**7 (1.1-1.3 ms) about as long (0.95-1.0x the speed); after 2 ms spent copying memory
+//: instead, the cast of 10**7 gained 1.15-1.7x.  (Telling those two apart by the process's CPU
+//: time costs a system call, which took 11 us after a cast of 2**20 elements: not done.)
+constexpr long kWakeNs = 1'000'000;
+
 //: Tells the CPU that this is a spin-wait loop (it saves power and frees the core's other
 //: hardware thread, if any).
 inline void cpu_relax() noexcept {
@@ -118,17 +137,21 @@ bool spin_until(Ready ready, long limit_ns) noexcept {
 struct Job {
   Job(const PoolTask& t, size_t size, size_t piece) noexcept : task(t), n(size), chunk(piece) {}
 
-  void drain() noexcept {
+  //: Runs chunks until none is left; returns the units this thread ran.
+  size_t drain() noexcept {
+    size_t done = 0;
     for (;;) {
       const size_t begin = next.fetch_add(chunk, std::memory_order_relaxed);
-      if (begin >= n) return;
-      task.run(task.context, begin, std::min(n, begin + chunk));
+      if (begin >= n) return done;
+      const size_t end = std::min(n, begin + chunk);
+      task.run(task.context, begin, end);
+      done += end - begin;
     }
   }
 
   const PoolTask& task;
   const size_t n;
-  const size_t chunk;
+  size_t chunk;  // set before the job is posted: one chunk of n when no worker helps
   std::atomic<size_t> next{0};
   //: Workers running chunks of this job.  Raised under the pool's mutex when one joins; a
   //: worker lowers it (release) as its last touch of the job, so the caller, which spins on
@@ -161,7 +184,21 @@ class Pool {
     return peak;
   }
 
-  void run(const PoolTask& task, size_t n, size_t chunk, int threads) noexcept {
+  struct WakePolicy {
+    long wake_ns = kWakeNs;
+    long stream_ns = kStreamNs;
+  };
+
+  //: Sets the policy (with `set`) and returns the one before.
+  WakePolicy wake_policy(const WakePolicy* set) noexcept {
+    Lock lock(mutex_);
+    const WakePolicy before = policy_;
+    if (set != nullptr) policy_ = *set;
+    return before;
+  }
+
+  void run(const PoolTask& task, size_t n, size_t chunk, int threads, long expected_ns,
+           PoolReport* report) noexcept {
     Job job(task, n, std::max<size_t>(chunk, 1));
     {
       Lock lock(mutex_);
@@ -172,18 +209,27 @@ class Pool {
       const size_t more_chunks = (n - 1) / job.chunk;  // chunks beyond the caller's first
       int helpers = threads - 1;
       if (size_t(std::max(helpers, 0)) > more_chunks) helpers = int(more_chunks);
+      if (helpers > 0 && !worth_waking(expected_ns)) helpers = std::min(helpers, spinning_);
       if (helpers > 0) {
         start_workers(helpers);
         helpers = take_slots(std::min(helpers, idle()));
       }
-      if (helpers > 0) {
+      if (helpers == 0) {
+        // One call over everything: a kernel decides per call how to store (streaming stores
+        // for outputs beyond the core's cache), and a run of small chunks made one thread
+        // 3-13% slower (FLOAT -> FLOAT8E4M3FN, 2**20-2**22 elements, Zen 5).
+        job.chunk = n;
+      } else {
         job.reserved = helpers;
         reserved_ += helpers;
         push(&job);
-        work_.notify_all();
+        posted_.fetch_add(1, std::memory_order_release);  // for the workers that spin
+        if (helpers > spinning_) work_.notify_all();
       }
     }
-    job.drain();
+    const long start = monotonic_ns();
+    const size_t done = job.drain();
+    if (report != nullptr) *report = PoolReport{done, monotonic_ns() - start};
     Lock lock(mutex_);
     if (job.reserved > 0) {  // every chunk is taken: workers that have not joined need not
       unlink(&job);
@@ -202,6 +248,7 @@ class Pool {
     }
     finished();
     give_slots(1);
+    last_end_ns_ = monotonic_ns();  // a cast that starts soon is one of a stream
   }
 
  private:
@@ -212,6 +259,7 @@ class Pool {
 
   void work() noexcept {
     Lock lock(mutex_);
+    bool helped = false;
     for (;;) {
       if (Job* job = head_) {  // its reserved slot becomes this worker's
         if (--job->reserved == 0) unlink(job);
@@ -227,10 +275,31 @@ class Pool {
         --helping_;
         done_.notify_all();  // a caller may be asleep waiting for its helpers
         give_slots(1);
+        helped = true;
         continue;
       }
+      if (helped && policy_.stream_ns > 0) {  // another cast may follow soon: stay awake for it
+        helped = false;
+        ++spinning_;
+        const unsigned seen = posted_.load(std::memory_order_relaxed);
+        const long limit_ns = policy_.stream_ns;
+        mutex_.unlock();
+        spin_until([&] { return posted_.load(std::memory_order_acquire) != seen; }, limit_ns);
+        mutex_.lock();
+        --spinning_;
+        continue;  // to the queue, which a job posted meanwhile is in
+      }
+      helped = false;
       work_.wait(lock);  // parked (also while a lower limit leaves no slot for it)
     }
+  }
+
+  //: Whether a sleeping worker is worth waking for work expected to take `expected_ns` on one
+  //: thread (0: unknown): when it is long, or unknown, or one of a stream of casts, whose next
+  //: ones find the worker awake (mutex held).
+  bool worth_waking(long expected_ns) const noexcept {
+    if (expected_ns <= 0 || expected_ns >= policy_.wake_ns) return true;
+    return last_end_ns_ != 0 && monotonic_ns() - last_end_ns_ < policy_.stream_ns;
   }
 
   //: Start workers (with the mutex held) until `wanted` are idle, within limit - 1 in all.
@@ -309,8 +378,13 @@ class Pool {
   int workers_ = 0;   // live worker threads
   int helping_ = 0;   // workers running a job's chunks
   int reserved_ = 0;  // slots reserved for workers that have not joined their job yet
+  int spinning_ = 0;  // workers awake, spinning for the next job
+  WakePolicy policy_;
+  long last_end_ns_ = 0;  // when the last run ended (monotonic_ns; 0: none yet)
   Job* head_ = nullptr;
   Job* tail_ = nullptr;
+  //: Jobs posted so far (wrapping): what a spinning worker watches, without the mutex.
+  std::atomic<unsigned> posted_{0};
 };
 
 // -- the process's pool, rebuilt after fork --------------------------------------------------------
@@ -334,12 +408,15 @@ Pool* pool() noexcept {
 }
 
 // Without a pool (out of memory), the caller runs everything, uncounted.
-void api_run(const PoolTask& task, size_t n, size_t chunk, int threads) noexcept {
+void api_run(const PoolTask& task, size_t n, size_t chunk, int threads, long expected_ns,
+             PoolReport* report) noexcept {
   if (n == 0) return;
   if (Pool* p = pool()) {
-    p->run(task, n, chunk, threads);
+    p->run(task, n, chunk, threads, expected_ns, report);
   } else {
+    const long start = monotonic_ns();
     task.run(task.context, 0, n);
+    if (report != nullptr) *report = PoolReport{n, monotonic_ns() - start};
   }
 }
 
@@ -378,6 +455,20 @@ PyObject* peak_running(PyObject*, PyObject* arg) {
   return PyLong_FromLong(p != nullptr ? p->peak_running(reset != 0) : 0);
 }
 
+PyObject* wake_policy(PyObject*, PyObject* args) {
+  Pool::WakePolicy set;
+  if (!PyArg_ParseTuple(args, "|ll:_wake_policy", &set.wake_ns, &set.stream_ns)) return nullptr;
+  const Py_ssize_t given = PyTuple_GET_SIZE(args);
+  if ((given != 0 && given != 2) || set.wake_ns < 0 || set.stream_ns < 0) {
+    PyErr_SetString(PyExc_ValueError, "_wake_policy takes no argument, or two of at least 0");
+    return nullptr;
+  }
+  Pool* p = pool();
+  if (p == nullptr) return PyErr_NoMemory();
+  const Pool::WakePolicy before = p->wake_policy(given == 2 ? &set : nullptr);
+  return Py_BuildValue("(ll)", before.wake_ns, before.stream_ns);
+}
+
 PyMethodDef kMethods[] = {
     {"set_limit", set_limit, METH_O,
      "Set the most threads that run castlike's kernels at once in this process."},
@@ -386,6 +477,11 @@ PyMethodDef kMethods[] = {
     {"_peak_running", peak_running, METH_O,
      "Testing aid: the most threads that ran kernels at once (since the last reset, if the "
      "argument is true: then the count restarts from the threads running now)."},
+    {"_wake_policy", wake_policy, METH_VARARGS,
+     "Testing aid: (wake_ns, stream_ns), the pool's policy for waking a sleeping worker: for "
+     "work expected to take at least wake_ns on one thread, or that starts within stream_ns of "
+     "the last cast's end (also how long a worker spins after helping).  With two ints, sets "
+     "them and returns the previous pair.  A forked child's new pool has the defaults."},
     {nullptr, nullptr, 0, nullptr}};
 
 PyModuleDef kModule = {PyModuleDef_HEAD_INIT,
