@@ -90,7 +90,7 @@ CASES = [
     ("INT32", "FLOAT8E4M3FN"),
     ("INT16", "FLOAT8E8M0"),
 ]
-ROUNDS = {10**5: 41, 10**6: 21, 10**7: 9}
+ROUNDS = {10**5: 101, 10**6: 61, 10**7: 21}
 THREADS = _native.get_num_threads()
 
 
