@@ -883,12 +883,14 @@ void run_task(const PoolTask& task, Py_ssize_t n, size_t units, size_t align, lo
     const size_t chunk = threads == 1 ? units : (per + align - 1) / align * align;
     const double expected = double(speed.load(std::memory_order_relaxed)) * double(units);
     const long expected_ns = long(std::min(expected, 1e15));  // 0 while the speed is unknown
+    // A cast too small to learn from is not timed (two clock reads of a few microseconds' cast).
     PoolReport report;
+    PoolReport* const timed = double(n) >= kLearnElements ? &report : nullptr;
     // Nothing below throws or touches Python until the GIL is back.
     Py_BEGIN_ALLOW_THREADS;
-    g_pool->run(task, units, chunk, int(threads), expected_ns, &report);
+    g_pool->run(task, units, chunk, int(threads), expected_ns, timed);
     Py_END_ALLOW_THREADS;
-    learn_speed(speed, report, double(n) / double(units));
+    if (timed != nullptr) learn_speed(speed, report, double(n) / double(units));
   }
 }
 

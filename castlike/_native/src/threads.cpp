@@ -227,7 +227,7 @@ class Pool {
         if (helpers > spinning_) work_.notify_all();
       }
     }
-    const long start = monotonic_ns();
+    const long start = report != nullptr ? monotonic_ns() : 0;
     const size_t done = job.drain();
     if (report != nullptr) *report = PoolReport{done, monotonic_ns() - start};
     Lock lock(mutex_);
@@ -414,7 +414,7 @@ void api_run(const PoolTask& task, size_t n, size_t chunk, int threads, long exp
   if (Pool* p = pool()) {
     p->run(task, n, chunk, threads, expected_ns, report);
   } else {
-    const long start = monotonic_ns();
+    const long start = report != nullptr ? monotonic_ns() : 0;
     task.run(task.context, 0, n);
     if (report != nullptr) *report = PoolReport{n, monotonic_ns() - start};
   }

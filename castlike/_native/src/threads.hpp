@@ -38,7 +38,8 @@ struct PoolApi {
   //: waits for a free slot.  Returns when every chunk has run.  Call it with the GIL released:
   //: it may wait, for a slot and for the workers that help.
   //:
-  //: `expected_ns` is the caller's estimate of the work's time on one thread (0: unknown).
+  //: `expected_ns` is the caller's estimate of the work's time on one thread (0: unknown);
+  //: `report`, where not null, receives what the calling thread did (PoolReport).
   //: Workers that are awake (they spin for a while after helping) join any job; a sleeping
   //: one is woken only when the work is expected to take long against the cost of waking it,
   //: or unknown, or when casts come in a stream (the last run ended a moment ago).
