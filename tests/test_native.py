@@ -286,7 +286,8 @@ def test_simd_tails_and_alignments(
     """Every tail length of the SIMD steps (up to 64 elements a step) and misaligned starts of
     both buffers; then beyond 8 MiB of output (and beyond the size from which 1- and 2-byte
     results stream, this CPU's second-level cache), where the stores stream after a head that
-    aligns the output, at an output misaligned by one element.  The halves and the integers run
+    aligns the output (below it, the head aligns the source), at an output misaligned by one
+    element.  The halves and the integers run
     the FLOAT families' steps on values made FLOAT in the steps (AVX2) or a block at a time."""
     source, target = spec_of(source_name), spec_of(target_name)
     mode = Mode(saturate=False) if target_name == "FLOAT8E5M2" else Mode()

@@ -410,12 +410,41 @@ inline PackRange pack_range(const Out* dst, size_t n) {
   return r;
 }
 
+//: pack_range for a pointer to the source's FLOAT or DOUBLE bits: where the stores do not
+//: stream, the head brings the source to a vector boundary instead of the output (the source's
+//: elements are at least as wide: a load across two cache lines costs two; NumPy aligns its
+//: arrays to 16 bytes).  One thread, 10**6 elements with the input in the third-level cache,
+//: a preallocated output, Zen 5, interleaved: FLOAT -> INT8, INT4 and FLOAT8E8M0 1.13-1.14x
+//: faster, DOUBLE -> INT32 1.13x (1.10x at 10**7), DOUBLE -> INT8 1.09x, DOUBLE -> INT4 1.15x,
+//: FLOAT -> UINT32 1.04x, FLOAT -> INT32 and INT16 0.99-1.00x.
+template <class Out, class In>
+inline PackRange pack_range(const Out* dst, size_t n, const In* src) {
+  PackRange r = pack_range(dst, n);
+#if defined(CASTLIKE_PACK_SIMD)
+  if (!r.stream) {
+    // src is aligned to its element (the module checks it): whole elements reach the boundary.
+    const size_t misaligned = reinterpret_cast<uintptr_t>(src) % kVecBytes;
+    r.head = std::min(n, (kVecBytes - misaligned) % kVecBytes / sizeof(In));
+    r.steps = (n - r.head) / kStep<Out> * kStep<Out>;
+  }
+#else
+  (void)src;
+#endif
+  return r;
+}
+
 //: The whole of a kernel: head and tail through `one` (the portable form, on the source's bits),
 //: the rest through the SIMD steps of `lanes`.  `src`: a pointer to FLOAT or DOUBLE bits, or a
 //: step source.
 template <class Src, class Out, class Lanes, class One>
 inline void run_packed(Src src, Out* dst, size_t n, const Lanes& lanes, const One& one) {
-  const PackRange r = pack_range(dst, n);
+  const PackRange r = [&] {
+    if constexpr (std::is_pointer_v<Src>) {
+      return pack_range(dst, n, src);
+    } else {
+      return pack_range(dst, n);
+    }
+  }();
   for (size_t i = 0; i < r.head; ++i) dst[i] = one(bits_at(src, i));
 #if defined(CASTLIKE_PACK_SIMD)
   pack_steps(advance(src, r.head), dst + r.head, r.steps, lanes, r.stream);
