@@ -582,7 +582,6 @@ enum Work : int { kCastWork, kPackWork, kUnpackWork, kWorkKinds };
 
 //: Set once, by Kernel.__new__, and never changed but for the speeds: a call that released
 //: the GIL, another thread's call and a cached kernel all read the same Params and table.
-
 struct KernelObject {
   PyObject_HEAD
   vectorcallfunc vectorcall;  // calls skip tuple building: a small cast is mostly overhead
