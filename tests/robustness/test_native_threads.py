@@ -193,6 +193,25 @@ print(json.dumps({"before": before, "after": POOL.workers(), "same_threads": tas
 
 
 @needs_native
+def test_a_cast_returns_with_its_helpers_counted_out() -> None:
+    """When a two-thread cast returns, its helper has left the running count (and given back
+    its slot): a helper preempted between its last chunk and that count once made the next
+    cast see three threads running under a limit of two."""
+    seen = _child(
+        """
+_native.set_num_threads(2)
+left_running = []
+for _ in range(50):
+    ok = exact()
+    POOL._peak_running(True)  # the peak restarts from the threads running now
+    left_running.append(POOL._peak_running(False))
+print(json.dumps({"exact": ok, "workers": POOL.workers(), "left_running": max(left_running)}))
+"""
+    )
+    assert seen == {"exact": True, "workers": 1, "left_running": 0}
+
+
+@needs_native
 def test_the_pool_follows_set_num_threads() -> None:
     seen = _child(
         """

@@ -269,12 +269,14 @@ class Pool {
         started();
         mutex_.unlock();
         job->drain();
-        job->active.fetch_sub(1, std::memory_order_release);  // the job may end now
         mutex_.lock();
+        // Counted out (its slot given back) before the job may end: a cast returns with its
+        // helpers off the running count and their slots free, not a preempted instant later.
         finished();
         --helping_;
-        done_.notify_all();  // a caller may be asleep waiting for its helpers
         give_slots(1);
+        job->active.fetch_sub(1, std::memory_order_release);  // the job may end now
+        done_.notify_all();  // a caller may be asleep waiting for its helpers
         helped = true;
         continue;
       }
