@@ -169,10 +169,10 @@ def set_num_threads(n: int) -> None:
     A large array (2**20 elements or more) is split across up to ``n`` threads: the calling
     thread and workers of one pool that the process keeps (started when first needed).  A
     worker that sleeps is woken only for a cast expected to take 1 ms or more on one thread,
-    or one that follows the last cast within 0.2 ms (a worker that has just helped stays awake
-    that long): a shorter cast after a pause runs on the calling thread, since waking a thread
-    can cost more than it gains (the performance page has the measurements).  Casts
-    made at the same time from several threads (Dask's threaded scheduler, a
+    or one that follows the last cast within 1 ms (a worker that has just helped stays awake,
+    spinning, that long): a shorter cast after a pause runs on the calling thread, since
+    waking a thread can cost more than it gains (the performance page has the measurements).
+    Casts made at the same time from several threads (Dask's threaded scheduler, a
     ``ThreadPoolExecutor``) share those ``n`` threads: a cast waits, with the GIL released,
     while all ``n`` are busy.  Small arrays run on the calling thread.  A lower ``n`` leaves
     the workers started before parked (waiting, running nothing), ready when ``n`` is raised

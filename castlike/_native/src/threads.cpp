@@ -91,8 +91,11 @@ constexpr long kJoinSpinNs = 200'000;
 
 //: A worker that has just helped spins this long for the next job before it sleeps, and a cast
 //: that starts within this long of the last one's end is taken for one of a stream (testing
-//: aid: _wake_policy sets it).
-constexpr long kStreamNs = 200'000;
+//: aid: _wake_policy sets it).  On a 2-core KVM guest (Zen 5), FLOAT -> FLOAT8E4M3FN in a loop
+//: with 0.3-0.9 ms of other work or sleep between the casts: two threads gained 1.1-2.0x with
+//: 1 ms (2**20 and 4e6 elements), none with 0.2 ms (0.73-1.04x); after 1.1 ms, beyond it, the
+//: casts run on one thread either way.  Spinning costs the second CPU that long after a cast.
+constexpr long kStreamNs = 1'000'000;
 
 //: A sleeping worker is woken for work expected to take at least this long on one thread
 //: (testing aid: _wake_policy sets it).  On a 2-core KVM guest (Zen 5) waking one cost the
