@@ -418,10 +418,11 @@ inline PackRange pack_range(const Out* dst, size_t n) {
 
 //: pack_range for a pointer to the source's FLOAT or DOUBLE bits: where the stores do not
 //: stream, the head brings the source to a vector boundary instead (a load across two cache
-//: lines costs two, and NumPy aligns its arrays to 16 bytes).  One thread, 10**6 elements with the input in the third-level cache,
-//: a preallocated output, Zen 5, interleaved: FLOAT -> INT8, INT4 and FLOAT8E8M0 1.13-1.14x
-//: faster, DOUBLE -> INT32 1.13x (1.10x at 10**7), DOUBLE -> INT8 1.09x, DOUBLE -> INT4 1.15x,
-//: FLOAT -> UINT32 1.04x, FLOAT -> INT32 and INT16 0.99-1.00x.
+//: lines costs two, and NumPy aligns its arrays to 16 bytes).  One thread, 10**6 elements with
+//: the input in the third-level cache, a preallocated output, Zen 5, interleaved: FLOAT ->
+//: INT8, INT4 and FLOAT8E8M0 1.13-1.14x faster, DOUBLE -> INT32 1.13x (1.10x at 10**7),
+//: DOUBLE -> INT8 1.09x, DOUBLE -> INT4 1.15x, FLOAT -> UINT32 1.04x, FLOAT -> INT32 and INT16
+//: 0.99-1.00x.
 template <class Out, class In>
 inline PackRange pack_range(const Out* dst, size_t n, const In* src) {
   PackRange r = pack_range(dst, n);
