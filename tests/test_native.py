@@ -17,6 +17,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import replace
 from functools import lru_cache
+from pathlib import Path
 from types import ModuleType, SimpleNamespace
 
 import numpy as np
@@ -287,8 +288,10 @@ def test_simd_tails_and_alignments(
     both buffers; then beyond 8 MiB of output (and beyond the size from which 1- and 2-byte
     results stream, this CPU's second-level cache), where the stores stream after a head that
     aligns the output (below it, the head aligns the source), at an output misaligned by one
-    element.  The halves and the integers run the FLOAT families' steps on values made FLOAT
-    in the steps (AVX2) or a block at a time."""
+    element, with the last-level cache set on either side of the cast (the kernels into bytes
+    from FLOAT and DOUBLE, and DOUBLE -> FLOAT16, stream only past it).  The halves and the
+    integers run the FLOAT families' steps on values made FLOAT in the steps (AVX2) or a block
+    at a time."""
     source, target = spec_of(source_name), spec_of(target_name)
     mode = Mode(saturate=False) if target_name == "FLOAT8E5M2" else Mode()
     kernel = routes.kernel_for(level_module, source, target, mode)
@@ -298,15 +301,56 @@ def test_simd_tails_and_alignments(
     pool = _pool(source_name, limit + 300)
     x_raw = np.zeros(pool.size + 64, dtype=pool.dtype)
     out_raw = np.zeros(big + 64, dtype=out_dtype)
-    for n, k in [(n, k) for n in range(0, 150) for k in (0, 1, 3)] + [(big, 1)]:
+    # The big cast twice: some kernels stream only where the whole cast exceeds the last-level
+    # cache, so once with a cache of one byte (streamed) and once with one that holds any cast.
+    small = [(n, k, None) for n in range(0, 150) for k in (0, 1, 3)]
+    for n, k, cache in [*small, (big, 1, 1), (big, 1, 1 << 62)]:
         x = x_raw[k : k + n]
         x[...] = pool[k : k + n]
         out = out_raw[k : k + n]
         out.view(np.uint8)[...] = 0xA5  # no result of an earlier round can pass for this one's
-        kernel(x, out, 1)
+        before = level_module._set_last_level_cache_bytes(cache) if cache else None
+        try:
+            kernel(x, out, 1)
+        finally:
+            if before is not None:
+                level_module._set_last_level_cache_bytes(before)
         expected = NUMPY.bits(_pure(x, source, target, mode), target).astype(np.uint64)
         mismatch = compare_bits(out, expected, source, target, x)
-        assert mismatch is None, f"n={n}, offset {k}: {mismatch.describe(source, target)}"
+        where = f"n={n}, offset {k}, last-level cache {cache}"
+        assert mismatch is None, f"{where}: {mismatch.describe(source, target)}"
+
+
+def _listed_last_level_cache() -> int:
+    """The bytes of CPU 0's highest cache level as Linux's sysfs lists it (0: none listed)."""
+    caches = Path("/sys/devices/system/cpu/cpu0/cache")
+    listed: dict[int, int] = {}
+    for index in sorted(caches.glob("index*")) if caches.is_dir() else []:
+        try:
+            level = int((index / "level").read_text())
+            size = (index / "size").read_text().strip()
+        except (OSError, ValueError):
+            continue
+        if size.endswith("K") and size[:-1].isdigit():
+            listed.setdefault(level, int(size[:-1]) << 10)
+    return listed[max(listed)] if listed else 0
+
+
+def test_the_last_level_cache_is_the_one_linux_lists(level_module: ModuleType) -> None:
+    """The bound past which the light kernels into bytes stream is the last-level cache as
+    Linux lists it (glibc's sysconf can name the host's whole cache in a virtual machine); the
+    testing hook sets it for the process and gives back the value before."""
+    listed = _listed_last_level_cache()
+    assert level_module.last_level_cache_bytes() == listed
+    before = level_module._set_last_level_cache_bytes(12345)
+    try:
+        assert before == listed
+        assert level_module.last_level_cache_bytes() == 12345
+    finally:
+        level_module._set_last_level_cache_bytes(before)
+    with pytest.raises(OverflowError):
+        level_module._set_last_level_cache_bytes(-1)
+    assert level_module.last_level_cache_bytes() == listed
 
 
 #: The wide sources into every target whose kernel rounds them.

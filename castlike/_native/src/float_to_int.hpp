@@ -86,6 +86,9 @@ inline int lane_of(W value) {
 //: kClampLow: whether the lanes clamp to lo (see the top).
 template <class F, class Out, bool kLimit, bool kClampLow = true>
 struct FloatToIntLanes {
+  //: A few operations an element: into bytes, streaming pays only past the last-level cache
+  //: (pack_range).  FLOAT -> INT16 gained by streaming inside it (10**6: 1.19x).
+  static constexpr bool kStreamPastLastLevel = sizeof(Out) == 1;
   using V = typename FloatVector<sizeof(F)>::V;
   using In = std::conditional_t<sizeof(F) == 4, uint32_t, uint64_t>;
   V lo, hi, limit, two31;

@@ -12,9 +12,11 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <type_traits>
@@ -705,6 +707,70 @@ inline size_t stream_bytes() {
     return kMinStreamBytes;
   }();
   return bytes;
+}
+
+//: The bytes of this machine's last-level cache as Linux reports it (the highest level under
+//: /sys/devices/system/cpu/cpu0/cache), 0 where unknown.  Not sysconf: on a KVM guest of a
+//: Zen 5, whose third-level cache is 32 MiB, glibc's _SC_LEVEL3_CACHE_SIZE said 384 MiB.
+inline size_t system_last_level_cache_bytes() {
+  size_t found = 0;
+  int found_level = 0;
+  for (int index = 0; index < 16; ++index) {
+    char path[96];
+    const auto read = [&](const char* file, const char* format, auto* value) {
+      std::snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/%s", index,
+                    file);
+      std::FILE* f = std::fopen(path, "r");
+      if (f == nullptr) return false;
+      const bool ok = std::fscanf(f, format, value) == 1;
+      std::fclose(f);
+      return ok;
+    };
+    int level = 0;
+    unsigned long kib = 0;
+    if (!read("level", "%d", &level)) break;  // no more caches (or no such file system)
+    if (read("size", "%luK", &kib) && level > found_level) {
+      found_level = level;
+      found = size_t(kib) << 10;
+    }
+  }
+  return found;
+}
+
+//: The last-level cache's bytes that pack_range measures a whole cast against (0: unknown, and
+//: then every kernel streams by stream_bytes alone).  A testing aid sets it
+//: (_set_last_level_cache_bytes), to run both sides of the bound at any size.
+inline std::atomic<size_t>& last_level_cache_bytes() {
+  static std::atomic<size_t> bytes{system_last_level_cache_bytes()};
+  return bytes;
+}
+
+//: The input and output bytes of the whole cast whose piece (a thread's chunk) the calling
+//: thread runs, 0 where unknown: the module sets it around each piece (CastBytesScope), and
+//: pack_range reads it.  Per thread, because one kernel (and its Params) serves every cast of
+//: its conversion at once.
+inline size_t& cast_bytes() {
+  thread_local size_t bytes = 0;
+  return bytes;
+}
+
+class CastBytesScope {
+ public:
+  explicit CastBytesScope(size_t bytes) : saved_(cast_bytes()) { cast_bytes() = bytes; }
+  ~CastBytesScope() { cast_bytes() = saved_; }
+  CastBytesScope(const CastBytesScope&) = delete;
+  CastBytesScope& operator=(const CastBytesScope&) = delete;
+
+ private:
+  size_t saved_;
+};
+
+//: Whether the whole cast that the calling thread works on fits in the last-level cache
+//: (false where either is unknown).
+inline bool cast_fits_last_level_cache() {
+  const size_t cache = last_level_cache_bytes().load(std::memory_order_relaxed);
+  const size_t bytes = cast_bytes();
+  return cache > 0 && bytes > 0 && bytes < cache;
 }
 
 //: Streaming stores are weakly ordered: fence them once, after the last of a call's, before the

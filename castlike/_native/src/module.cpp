@@ -600,15 +600,20 @@ constexpr size_t kTablePadding = 64;
 
 //: One call's kernel, its buffers and Params: what a pool task runs.
 struct Call {
+  Call(const Entry* e, const void* source, void* target, const Params* p, Py_ssize_t n) noexcept
+      : entry(e), in(source), out(target), params(p),
+        cast_bytes(size_t(n) * size_t(e->in_size + e->out_size)) {}
   const Entry* entry;
   const void* in;
   void* out;
   const Params* params;
+  size_t cast_bytes;  // input and output of the whole cast (its kernels' store decision)
 };
 
 void run_call(const void* context, size_t begin, size_t end) noexcept {
   const Call& call = *static_cast<const Call*>(context);
   const FpEnvGuard guard;  // per thread: each has its own floating-point environment
+  const CastBytesScope whole(call.cast_bytes);  // per thread, as the pieces run on several
   call.entry->fn(call.in, call.out, begin, end, *call.params);
 }
 
@@ -908,7 +913,7 @@ PyObject* kernel_call(PyObject* self, PyObject* const* args, size_t nargsf, PyOb
   Py_buffer in, out;
   if (!get_buffers(e, args[0], args[1], &in, &out)) return nullptr;
   const Py_ssize_t n = in.len / e.in_size;
-  const Call call{&e, in.buf, out.buf, &k->params};
+  const Call call{&e, in.buf, out.buf, &k->params, n};
   run_task(PoolTask{&run_call, &call}, n, size_t(n), 64, threads, k->ns_per_unit[kCastWork]);
   PyBuffer_Release(&in);
   PyBuffer_Release(&out);
@@ -996,7 +1001,7 @@ PyObject* kernel_repeat(PyObject* self, PyObject* const* args, Py_ssize_t nargs)
     Py_DECREF(result);
     result = nullptr;
   } else {
-    const Call call{&e, in.buf, out.buf, &k->params};
+    const Call call{&e, in.buf, out.buf, &k->params, n};
     run_task(PoolTask{&run_call, &call}, n, size_t(n), 64, g_pool->limit(),
              k->ns_per_unit[kCastWork]);
   }
@@ -1172,7 +1177,7 @@ PyObject* kernel_repeat_tensor(PyObject* self, PyObject* const* args, Py_ssize_t
   }
   advise_huge_pages(out, size_t(out_len));  // a new tensor of torch's: see advise_huge_pages
   auto* k = reinterpret_cast<KernelObject*>(self);
-  const Call call{&e, in, out, &k->params};
+  const Call call{&e, in, out, &k->params, n};
   run_task(PoolTask{&run_call, &call}, n, size_t(n), 64, g_pool->limit(),
            k->ns_per_unit[kCastWork]);
   return result;
@@ -1603,6 +1608,18 @@ PyObject* restore_fp_environment(PyObject*, PyObject* arg) {
 
 PyObject* stream_bytes_of(PyObject*, PyObject*) { return PyLong_FromSize_t(stream_bytes()); }
 
+PyObject* last_level_cache_bytes_of(PyObject*, PyObject*) {
+  return PyLong_FromSize_t(last_level_cache_bytes().load(std::memory_order_relaxed));
+}
+
+//: Testing hook: set the last-level cache's bytes that the kernels go by (0: unknown) for the
+//: whole process; returns the value before.
+PyObject* set_last_level_cache_bytes(PyObject*, PyObject* arg) {
+  const size_t bytes = PyLong_AsSize_t(arg);
+  if (bytes == size_t(-1) && PyErr_Occurred()) return nullptr;
+  return PyLong_FromSize_t(last_level_cache_bytes().exchange(bytes, std::memory_order_relaxed));
+}
+
 //: Testing hook: whether this module's kernels use instructions beyond its CPU level where the
 //: CPU has them (AVX512-BF16 in the AVX-512 build: simd_pack.hpp); with an argument, turn them
 //: on or off for the whole process first (on only where the CPU has them).  None in the builds
@@ -1643,6 +1660,12 @@ PyMethodDef kMethods[] = {
     {"stream_bytes", stream_bytes_of, METH_NOARGS,
      "Output bytes of one thread's chunk from which 1- and 2-byte results are stored around the "
      "caches (this CPU's second-level cache, at least 1 MiB)."},
+    {"last_level_cache_bytes", last_level_cache_bytes_of, METH_NOARGS,
+     "The last-level cache's bytes as Linux reports them (0: unknown): into bytes (and DOUBLE "
+     "-> FLOAT16), the light kernels stream only casts whose input and output exceed it."},
+    {"_set_last_level_cache_bytes", set_last_level_cache_bytes, METH_O,
+     "Testing hook: set the bytes last_level_cache_bytes() gives and the kernels go by (0: "
+     "unknown); returns the value before."},
     {nullptr, nullptr, 0, nullptr}};
 
 PyModuleDef kModule = {PyModuleDef_HEAD_INIT,

@@ -331,8 +331,10 @@ void DoubleToHalf<D, R>::block(const uint64_t* src, uint16_t* dst, size_t n) con
     run_packed_from_double(src, dst, n, nearest, BFloat16Lanes<R>(), bfloat16_from_float_bits<R>);
 #endif
   } else {
+    // Streamed only past the last-level cache (pack_range): at 10**6-2e6 elements, one thread,
+    // Zen 5, stored as usual it took 0.76-0.89x the streamed time.
 #if defined(CASTLIKE_PACK_AVX2)
-    const PackRange r = pack_range(dst, n);
+    const PackRange r = pack_range(dst, n, true);
     for (size_t i = 0; i < r.head; ++i) dst[i] = (*this)(src[i]);
     float16_of_double_steps(src + r.head, dst + r.head, r.steps, r.stream);
     for (size_t i = r.head + r.steps; i < n; ++i) dst[i] = (*this)(src[i]);
@@ -341,7 +343,7 @@ void DoubleToHalf<D, R>::block(const uint64_t* src, uint16_t* dst, size_t n) con
     // One pass, rounded to odd by the truncating conversion and a test of the low bits
     // (float32_odd8_above_subnormals: FLOAT16 gives +-0 below 2**-126).  Zen 4, one thread,
     // against the block of float32_odd8 below: 1.15x in the cache, 1.13-1.28x at 10**6.
-    const PackRange r = pack_range(dst, n);
+    const PackRange r = pack_range(dst, n, true);
     for (size_t i = 0; i < r.head; ++i) dst[i] = (*this)(src[i]);
     for (size_t j = r.head; j < r.head + r.steps; j += 16) {
       const __m512 odd = _mm512_castsi512_ps(join(float32_odd8_above_subnormals(src + j),

@@ -536,6 +536,7 @@ struct E8M0Codes {
 #if defined(CASTLIKE_PACK_AVX512)
 template <int Variant>
 struct E8M0Lanes {
+  static constexpr bool kStreamPastLastLevel = true;  // a few operations a byte (pack_range)
   using C = E8M0Codes<Variant>;
   __m512 two, zero, largest;
   __m512i nan_pattern, offset, lowest, range;
@@ -573,6 +574,7 @@ struct E8M0Lanes {
 #elif defined(CASTLIKE_PACK_AVX2)
 template <int Variant>
 struct E8M0Lanes {
+  static constexpr bool kStreamPastLastLevel = true;  // a few operations a byte (pack_range)
   using C = E8M0Codes<Variant>;
   __m256 two, zero, largest;
   __m256i nan_pattern, offset, lowest, range;
@@ -646,6 +648,7 @@ struct DoubleE8M0Codes {
 #if defined(CASTLIKE_PACK_AVX512)
 template <int Variant>
 struct DoubleE8M0Lanes {
+  static constexpr bool kStreamPastLastLevel = true;  // a few operations a byte (pack_range)
   using C = E8M0Codes<Variant>;
   using D = DoubleE8M0Codes<Variant>;
   static constexpr __mmask8 kAll8 = 0xFF;
@@ -691,6 +694,7 @@ struct DoubleE8M0Lanes {
 #elif defined(CASTLIKE_PACK_AVX2)
 template <int Variant>
 struct DoubleE8M0Lanes {
+  static constexpr bool kStreamPastLastLevel = true;  // a few operations a byte (pack_range)
   using C = E8M0Codes<Variant>;
   using D = DoubleE8M0Codes<Variant>;
   __m256d two, zero, clamp, inf;
