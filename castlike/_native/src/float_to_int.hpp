@@ -295,9 +295,9 @@ inline size_t int64_steps(const FloatToInt<F, Out>& op, Src src, Out* dst, size_
   constexpr bool kUnsigned = std::is_unsigned_v<Out>;
   const __m512i nan = _mm512_set1_epi64(int64_t(op.nan_result));
   const __m512i high = _mm512_set1_epi64(int64_t(op.hi_result));
-  // The portable form up to dst's first 64-byte boundary: a store across two cache lines
+  // The portable form up to dst's first vector boundary: a store across two cache lines
   // costs two (NumPy aligns its arrays to 16 bytes).
-  size_t i = std::min(n, (64 - reinterpret_cast<uintptr_t>(dst) % 64) % 64 / sizeof(Out));
+  size_t i = elements_to_boundary(dst, n);
   for (size_t k = 0; k < i; ++k) dst[k] = op(bit_cast<F>(bits_at(src, k)));
   for (; i + 8 <= n; i += 8) {
     __mmask8 ordered, at_limit;
