@@ -687,7 +687,7 @@ void map_elements(const void* in, void* out, size_t begin, size_t end, const Par
   }
 }
 
-//: Output bytes of one call (one thread's chunk) from which the stores are streaming
+//: Output bytes of one call (one piece of a thread's work) from which the stores are streaming
 //: (non-temporal), for outputs of 1 or 2 bytes an element: an output beyond a core's
 //: second-level cache is written back to memory anyway, and writing it around the caches saves
 //: reading every line in first.  The bound is this CPU's second-level cache (at least 1 MiB).
@@ -745,10 +745,9 @@ inline std::atomic<size_t>& last_level_cache_bytes() {
   return bytes;
 }
 
-//: The input and output bytes of the whole cast whose piece (a thread's chunk) the calling
-//: thread runs, 0 where unknown: the module sets it around each piece (CastBytesScope), and
-//: pack_range reads it.  Per thread, because one kernel (and its Params) serves every cast of
-//: its conversion at once.
+//: The input and output bytes of the whole cast whose piece the calling thread runs, 0 where
+//: unknown: the module sets it around each piece (CastBytesScope), and pack_range reads it.
+//: Per thread, because one kernel (and its Params) serves every cast of its conversion at once.
 inline size_t& cast_bytes() {
   thread_local size_t bytes = 0;
   return bytes;
@@ -774,7 +773,7 @@ inline bool cast_fits_last_level_cache() {
 }
 
 //: Streaming stores are weakly ordered: fence them once, after the last of a call's, before the
-//: call returns (and before the thread pool reports the chunk done).  (A fence per block of
+//: call returns (and before the thread pool reports the piece done).  (A fence per block of
 //: 1024 elements made DOUBLE -> FLOAT16 at 10**6 1.2-1.4x slower with AVX-512, Zen 4.)
 inline void end_stream(bool stream) {
 #if defined(__F16C__) || defined(__AVX512F__)

@@ -545,8 +545,10 @@ constexpr Py_ssize_t kMinParallel = Py_ssize_t{1} << 20;
 constexpr Py_ssize_t kMinPerThread = Py_ssize_t{1} << 18;
 //: Below this many elements a cast keeps the GIL: releasing it costs more than the cast.
 constexpr Py_ssize_t kKeepGil = 4096;
-//: Chunks per thread: a worker that starts late still finds a share of the work.
-constexpr size_t kChunksPerThread = 4;
+//: The smallest piece of a cast split across threads is this fraction of a thread's share (the
+//: pool hands out pieces that shrink toward it: threads.hpp).  A sixteenth: the last pieces
+//: are a few microseconds of work, and the first of them large.
+constexpr size_t kPiecesPerThread = 16;
 
 //: The pool of castlike._native._threads (set at import: the module fails to import without it).
 const PoolApi* g_pool = nullptr;
@@ -867,7 +869,7 @@ void learn_speed(std::atomic<float>& speed, const PoolReport& report, double ele
 
 //: Runs `task` over [0, units), the work of `n` elements, as every call does: with the GIL held
 //: on the caller below kKeepGil elements, else with the GIL released on at most `threads`
-//: threads (one per kMinPerThread elements, and the pool caps it at its limit) in chunks of a
+//: threads (one per kMinPerThread elements, and the pool caps it at its limit) in pieces of a
 //: multiple of `align` units.  `speed` (the kernel's, for this kind of work) tells the pool
 //: how long the work should take on one thread, and learns from the run.  Call it with the GIL
 //: held; `task` must not touch Python.
@@ -882,9 +884,9 @@ void run_task(const PoolTask& task, Py_ssize_t n, size_t units, size_t align, lo
   } else {
     threads = std::min<long>({threads, std::max<Py_ssize_t>(1, n / kMinPerThread), INT_MAX});
     if (n < kMinParallel) threads = 1;
-    const size_t per = (units + size_t(threads) * kChunksPerThread - 1) /
-                       (size_t(threads) * kChunksPerThread);
-    const size_t chunk = threads == 1 ? units : (per + align - 1) / align * align;
+    const size_t per = (units + size_t(threads) * kPiecesPerThread - 1) /
+                       (size_t(threads) * kPiecesPerThread);
+    const size_t grain = threads == 1 ? units : (per + align - 1) / align * align;
     const double expected = double(speed.load(std::memory_order_relaxed)) * double(units);
     const long expected_ns = long(std::min(expected, 1e15));  // 0 while the speed is unknown
     // A cast too small to learn from is not timed (two clock reads of a few microseconds' cast).
@@ -892,7 +894,7 @@ void run_task(const PoolTask& task, Py_ssize_t n, size_t units, size_t align, lo
     PoolReport* const timed = double(n) >= kLearnElements ? &report : nullptr;
     // Nothing below throws or touches Python until the GIL is back.
     Py_BEGIN_ALLOW_THREADS;
-    g_pool->run(task, units, chunk, int(threads), expected_ns, timed);
+    g_pool->run(task, units, grain, int(threads), expected_ns, timed);
     Py_END_ALLOW_THREADS;
     if (timed != nullptr) learn_speed(speed, report, double(n) / double(units));
   }
@@ -1291,7 +1293,7 @@ void packed_short_rows(const PackedCall& c, size_t first_row, size_t rows) noexc
 }
 
 //: A pool task of packed() (Pack) or unpacked(): units [begin, end) are elements of the one bit
-//: stream (flat: `begin` is a multiple of 8, as every chunk is) or whole rows.
+//: stream (flat: `begin` is a multiple of 8, as every piece is) or whole rows.
 template <int Bits, bool Pack>
 void run_packed(const void* context, size_t begin, size_t end) noexcept {
   const PackedCall& c = *static_cast<const PackedCall*>(context);
@@ -1432,7 +1434,7 @@ PyObject* packed_call(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
                         packed_bytes(row, bits),
                         row % 8 * size_t(bits) % 8 == 0};
   const size_t n = rows * row;
-  // Flat: chunks of a multiple of 64 elements, so that each starts on a byte of the stream.
+  // Flat: pieces of a multiple of 64 elements, so that each starts on a byte of the stream.
   run_task(packed_task<Pack>(bits, &call), Py_ssize_t(n), call.flat ? n : rows,
            call.flat ? 64 : 1, threads, k->ns_per_unit[Pack ? kPackWork : kUnpackWork]);
   PyBuffer_Release(&in);
@@ -1658,8 +1660,8 @@ PyMethodDef kMethods[] = {
      "(a writable buffer the caller has just allocated), where it has 4 MiB or more and its "
      "middle page is not yet in memory, as NumPy does for its new arrays; elsewhere nothing."},
     {"stream_bytes", stream_bytes_of, METH_NOARGS,
-     "Output bytes of one thread's chunk from which 1- and 2-byte results are stored around the "
-     "caches (this CPU's second-level cache, at least 1 MiB)."},
+     "Output bytes of one call (a thread's piece of a cast) from which 1- and 2-byte results "
+     "are stored around the caches (this CPU's second-level cache, at least 1 MiB)."},
     {"last_level_cache_bytes", last_level_cache_bytes_of, METH_NOARGS,
      "The last-level cache's bytes as Linux reports them (0: unknown): into bytes (and DOUBLE "
      "-> FLOAT16), the light kernels stream only casts whose input and output exceed it."},
