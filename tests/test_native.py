@@ -288,8 +288,8 @@ def test_simd_tails_and_alignments(
     both buffers; then beyond 8 MiB of output (and beyond the size from which 1- and 2-byte
     results stream, this CPU's second-level cache), where the stores stream after a head that
     aligns the output (below it, the head aligns the source), at an output misaligned by one
-    element, with the last-level cache set on either side of the cast (the kernels into bytes
-    from FLOAT and DOUBLE, and DOUBLE -> FLOAT16, stream only past it).  The halves and the
+    element, with the last-level cache set on either side of the cast (the light kernels into
+    bytes from FLOAT and DOUBLE, and DOUBLE -> FLOAT16, stream only past it).  The halves and the
     integers run the FLOAT families' steps on values made FLOAT in the steps (AVX2) or a block
     at a time."""
     source, target = spec_of(source_name), spec_of(target_name)

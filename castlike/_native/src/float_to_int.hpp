@@ -327,6 +327,10 @@ inline size_t int64_steps(const FloatToInt<F, Out>& op, Src src, Out* dst, size_
 //: FloatToSubByte's lanes.  kPreClamp: the legacy clamp to [pre_lo, pre_hi] (Inf passing).
 template <class F, SubByteRounding R, bool kPreClamp>
 struct SubByteLanes {
+  //: A few operations a byte: streams only past the last-level cache (pack_range).  One
+  //: thread, Zen 5: FLOAT -> INT4 and UINT4 1.12-1.14x faster at 2**21, 1.30-1.33x at 4e6
+  //: (INT2 too), DOUBLE -> INT4 1.52x at 2**21; unchanged from 10**7 on.
+  static constexpr bool kStreamPastLastLevel = true;
   using V = typename FloatVector<sizeof(F)>::V;
   using In = std::conditional_t<sizeof(F) == 4, uint32_t, uint64_t>;
   V pre_lo, pre_hi, bound, minus_bound;
