@@ -289,7 +289,8 @@ def test_simd_tails_and_alignments(
     results stream, this CPU's second-level cache), where the stores stream after a head that
     aligns the output (below it, the head aligns the source), at an output misaligned by one
     element, with the last-level cache set on either side of the cast (the light kernels into
-    bytes from FLOAT and DOUBLE, and DOUBLE -> FLOAT16, stream only past it).  The halves and the
+    bytes and 2-byte integers from FLOAT and DOUBLE, and DOUBLE -> FLOAT16, stream only past
+    it).  The halves and the
     integers run the FLOAT families' steps on values made FLOAT in the steps (AVX2) or a block
     at a time."""
     source, target = spec_of(source_name), spec_of(target_name)
@@ -337,9 +338,10 @@ def _listed_last_level_cache() -> int:
 
 
 def test_the_last_level_cache_is_the_one_linux_lists(level_module: ModuleType) -> None:
-    """The bound past which the light kernels into bytes stream is the last-level cache as
-    Linux lists it (glibc's sysconf can name the host's whole cache in a virtual machine); the
-    testing hook sets it for the process and gives back the value before."""
+    """The bound past which the light kernels into bytes and 2-byte integers stream is the
+    last-level cache as Linux lists it (glibc's sysconf can name the host's whole cache in a
+    virtual machine); the testing hook sets it for the process and gives back the value
+    before."""
     listed = _listed_last_level_cache()
     assert level_module.last_level_cache_bytes() == listed
     before = level_module._set_last_level_cache_bytes(12345)

@@ -1663,8 +1663,9 @@ PyMethodDef kMethods[] = {
      "Output bytes of one call (a thread's piece of a cast) from which 1- and 2-byte results "
      "are stored around the caches (this CPU's second-level cache, at least 1 MiB)."},
     {"last_level_cache_bytes", last_level_cache_bytes_of, METH_NOARGS,
-     "The last-level cache's bytes as Linux reports them (0: unknown): into bytes (and DOUBLE "
-     "-> FLOAT16), the light kernels stream only casts whose input and output exceed it."},
+     "The last-level cache's bytes as Linux reports them (0: unknown): into bytes and 2-byte "
+     "integers (and DOUBLE -> FLOAT16), the light kernels stream only casts whose input and "
+     "output exceed it."},
     {"_set_last_level_cache_bytes", set_last_level_cache_bytes, METH_O,
      "Testing hook: set the bytes last_level_cache_bytes() gives and the kernels go by (0: "
      "unknown); returns the value before."},
