@@ -290,8 +290,8 @@ def test_simd_tails_and_alignments(
     aligns the output (below it, the head aligns the source), at an output misaligned by one
     element, with the last-level cache set on either side of the cast (the light kernels into
     bytes and 2-byte integers from FLOAT and DOUBLE, and DOUBLE -> FLOAT16, stream only past
-    it).  The halves and the integers run the FLOAT families' steps on values made FLOAT in the
-    steps (AVX2) or a block at a time."""
+    it, the others past a quarter of it).  The halves and the integers run the FLOAT families'
+    steps on values made FLOAT in the steps (AVX2) or a block at a time."""
     source, target = spec_of(source_name), spec_of(target_name)
     mode = Mode(saturate=False) if target_name == "FLOAT8E5M2" else Mode()
     kernel = routes.kernel_for(level_module, source, target, mode)

@@ -268,7 +268,7 @@ void IntToFloat16<I>::block(const I* src, uint16_t* dst, size_t n) const {
     // that vectorises), then the same steps on it.
     constexpr size_t kBlock = 1024;
     alignas(64) uint32_t bits[kBlock];
-    const bool stream = n * sizeof(uint16_t) >= stream_bytes();
+    const bool stream = streams(n * sizeof(uint16_t), false);
     for (size_t i = 0; i < n; i += kBlock) {
       const size_t m = std::min(kBlock, n - i);
       for (size_t j = 0; j < m; ++j) bits[j] = clamped_float32_bits(src[i + j], lo, hi);
@@ -355,7 +355,7 @@ void DoubleToHalf<D, R>::block(const uint64_t* src, uint16_t* dst, size_t n) con
 #else
     constexpr size_t kBlock = 1024;
     alignas(64) uint32_t odd[kBlock];
-    const bool stream = n * sizeof(uint16_t) >= stream_bytes();
+    const bool stream = streams(n * sizeof(uint16_t), true);
     for (size_t i = 0; i < n; i += kBlock) {
       const size_t m = std::min(kBlock, n - i);
       float32_odd_block(src + i, odd, m);

@@ -411,23 +411,19 @@ inline size_t elements_to_boundary(const T* p, size_t n) {
 }
 #endif
 
-//: `past_last_level`: stream only where, besides, the whole cast's input and output do not fit
-//: in the last-level cache (cast_fits_last_level_cache), for the kernels that lost by streaming
-//: into a cache that holds their data (kStreamPastLastLevel, DOUBLE -> FLOAT16).  One thread,
-//: a new output each call, Zen 5 (32 MiB of L3), interleaved, streamed -> stored as usual:
-//: FLOAT -> INT8 and FLOAT8E8M0 0.11 -> 0.08 ms at 2e6 elements, 0.38 -> 0.18 at 4e6, 0.63 ->
-//: 0.48 at 6e6; DOUBLE -> INT8 0.31 -> 0.15 at 2e6; DOUBLE -> FLOAT16 0.12 -> 0.11 at 10**6,
-//: 0.54 -> 0.37 at 2e6.  Past the cache they stream as before: on two threads (3e7 elements)
-//: that gained them 1.06-1.15x.  The 2-byte integers joined them (FloatToIntLanes).  The
-//: float8 targets and the 2-byte floats keep the one bound (FLOAT -> FLOAT16 decides by the
-//: second-level cache alone, in float32_to_float16's caller); they are not measured back to
-//: back yet.
+//: The head, steps and store mode of `n` results at `dst`.  The stores stream by streams():
+//: `past_last_level` for the light kernels (kStreamPastLastLevel, DOUBLE -> FLOAT16), which
+//: stream only where the whole cast's input and output exceed the last-level cache; the others
+//: already where they exceed a quarter of it.  The first figures, which alternated the rules
+//: call by call (biased towards streaming: docs/performance.rst), one thread, Zen 5,
+//: streamed -> stored as usual: FLOAT -> INT8 and FLOAT8E8M0 0.11 -> 0.08 ms at 2e6 elements,
+//: 0.38 -> 0.18 at 4e6; DOUBLE -> FLOAT16 0.54 -> 0.37 at 2e6.  Past the cache every kernel
+//: streams: on two threads (3e7 elements) that gained the light ones 1.06-1.15x.
 template <class Out>
 inline PackRange pack_range(const Out* dst, size_t n, bool past_last_level = false) {
   PackRange r;
 #if defined(CASTLIKE_PACK_SIMD)
-  r.stream = sizeof(Out) < 4 && n * sizeof(Out) >= stream_bytes() &&
-             !(past_last_level && cast_fits_last_level_cache());
+  r.stream = sizeof(Out) < 4 && streams(n * sizeof(Out), past_last_level);
   if (r.stream) r.head = elements_to_boundary(dst, n);
   r.steps = (n - r.head) / kStep<Out> * kStep<Out>;
 #else
@@ -468,9 +464,9 @@ inline void run_packed(Src src, Out* dst, size_t n, const Lanes& lanes, const On
     if constexpr (std::is_pointer_v<Src>) {
       return pack_range(dst, n, src, kStreamPastLastLevel<Lanes>);
     } else {
-      // A step source (halves, integers) reads 1 or 2 bytes an element, and its casts into
-      // bytes gained by streaming inside the cache: FLOAT16 -> INT8 and FLOAT8E8M0, one
-      // thread, 2e6-10**7 elements, Zen 5: 1.08-1.14x.
+      // A step source (halves, integers) is not light: FLOAT16 -> INT8 at 10**7 elements (30
+      // MB), back to back, outputs dropped, one thread, Zen 5: 0.40 ms streamed, 0.54 stored
+      // as usual (at 4e6, 12 MB, 0.21 both).
       return pack_range(dst, n);
     }
   }();
