@@ -781,7 +781,8 @@ inline bool cast_fits_last_level_cache(size_t parts = 1) {
 //: 4e6 0.41 / 0.26 ms); the others gained 1.0-1.15x / 1.07-1.15x up to 12 MB (FLOAT -> FLOAT16
 //: and BFLOAT16 at 10**6, FLOAT16 -> INT8 at 2e6 and 4e6), and from 18 MB on lost up to 1.35x
 //: where outputs were dropped (FLOAT -> BFLOAT16 at 4e6 0.34 / 0.46 ms, DOUBLE -> BFLOAT16 and
-//: FLOAT8E4M3FN at 2e6, FLOAT16 -> INT8 at 10**7: 0.40 / 0.54 ms).
+//: FLOAT8E4M3FN at 2e6, FLOAT16 -> INT8 at 10**7: 0.40 / 0.54 ms).  On two threads at 2e6
+//: elements the quarter costs the others 0.91-0.99x where outputs are dropped, nothing kept.
 //: Out of line (it runs once a call): inlined with the static initialisers it reaches (the
 //: sysfs reads), it made GCC 12 keep the SIMD constants of the FLOAT -> float8 steps on the
 //: stack and load 8 of them every step, which took 10**7 FLOAT -> FLOAT8E4M3FN, streamed, one
