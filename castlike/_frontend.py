@@ -10,7 +10,13 @@ from typing import Any
 import array_api_compat as aac
 import numpy as np
 
-from ._fastpath import cached_cast, like_target, remember
+from ._fastpath import (
+    cached_cast,
+    cached_default_cast,
+    like_target,
+    remember,
+    set_default_options,
+)
 from .backends import (
     Adapter,
     adapter_for,
@@ -526,16 +532,24 @@ def _check_backend_holds(
             )
 
 
+#: cast()'s default options that are strings: the signature's defaults are these objects, so
+#: that a call leaving them so is told by identity (the repeat path's shortcut).
+_ROUND_MODE = "up"
+_PROFILE = "spec"
+_ERRORS = "raise"
+set_default_options((True, _ROUND_MODE, None, _PROFILE, _ERRORS, False))
+
+
 def cast(
     x: Any,
     to: Any,
     /,
     *,
     saturate: bool = True,
-    round_mode: str = "up",
+    round_mode: str = _ROUND_MODE,
     opset: int | None = None,
-    profile: str = "spec",
-    errors: str = "raise",
+    profile: str = _PROFILE,
+    errors: str = _ERRORS,
     packed: bool = False,
 ) -> Any:
     """Cast ``x`` to the ONNX type ``to`` exactly as the ONNX ``Cast`` operator defines.
@@ -594,10 +608,21 @@ def cast(
     >>> [hex(b) for b in y.view(np.uint8)]
     ['0x1d', '0x7e', '0x7e', '0x7e']
     """
-    simple = (saturate, round_mode, opset, profile, errors, packed)
-    found = cached_cast(x, to, simple)
+    # Every option at its default (the objects of this signature, by identity): the shortcut.
+    if (
+        saturate is True
+        and round_mode is _ROUND_MODE
+        and opset is None
+        and profile is _PROFILE
+        and errors is _ERRORS
+        and packed is False
+    ):
+        found = cached_default_cast(x, to)
+    else:
+        found = cached_cast(x, to, (saturate, round_mode, opset, profile, errors, packed))
     if found is not None:
         return found
+    simple = (saturate, round_mode, opset, profile, errors, packed)
     _check_packed(packed)
     target, packed_dtype = _target_of(to)
     options = {"saturate": saturate, "round_mode": round_mode, "opset": opset, "profile": profile}

@@ -187,3 +187,44 @@ def test_a_like_key_passed_to_cast_is_validated() -> None:
     for _ in range(2):
         with pytest.raises(castlike.CastTypeError):
             castlike.cast(x, key_target)
+
+
+def test_a_call_with_every_option_at_its_default_takes_the_shortcut() -> None:
+    """A NumPy cast that leaves every option at its default is remembered under the shortcut's
+    key too, gives the first call's bits in a new array, and is forgotten with the rest."""
+    x = np.linspace(-500, 500, 101, dtype=np.float32)
+    first = castlike.cast(x, "INT16")
+    assert list(_fastpath._DEFAULT_CASTS) == [(x.dtype, str, "INT16")]
+    again = castlike.cast(x, "INT16")
+    assert again is not first and again.tobytes() == first.tobytes()
+    castlike.cast(x, "INT16", round_mode="down")  # an option given: no shortcut key
+    castlike.cast(x, np.dtype(np.int8))
+    assert len(_fastpath._DEFAULT_CASTS) == 2 and len(_fastpath._CASTS) == 3
+    _fastpath.clear()
+    assert _fastpath._DEFAULT_CASTS == {}
+
+
+def test_the_shortcut_runs_what_it_remembered_and_nothing_else(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What the shortcut finds is what it returns; inside paused() it finds nothing; options
+    equal to the defaults but of another type, and targets that may not be keys, meet the full
+    validation."""
+    x = np.ones(4, dtype=np.float32)
+    castlike.cast(x, "FLOAT8E4M3FN")
+    key = (x.dtype, str, "FLOAT8E4M3FN")
+    monkeypatch.setitem(_fastpath._DEFAULT_CASTS, key, lambda a: "remembered")
+    assert castlike.cast(x, "FLOAT8E4M3FN") == "remembered"
+    with _fastpath.paused():
+        assert isinstance(castlike.cast(x, "FLOAT8E4M3FN"), np.ndarray)
+    with pytest.raises(castlike.CastValueError, match="saturate must be True or False"):
+        castlike.cast(x, "FLOAT8E4M3FN", saturate=1)  # type: ignore[arg-type]
+    with pytest.raises(castlike.CastTypeError):
+        castlike.cast(x, ["FLOAT8E4M3FN"])  # type: ignore[arg-type]
+
+
+def test_cast_like_stays_out_of_the_shortcut() -> None:
+    """CastLike's casts keep keys of their own (their opsets differ from Cast's)."""
+    x = np.ones(4, dtype=np.float32)
+    castlike.cast_like(x, np.zeros(2, dtype=np.int8))
+    assert len(_fastpath._CASTS) == 1 and _fastpath._DEFAULT_CASTS == {}
