@@ -39,10 +39,10 @@ __all__ = [
 _CASTS: dict[tuple[Any, ...], Callable[[Any], Any]] = {}
 #: The shortcut for the commonest call, a NumPy array cast with every option at its default:
 #: (dtype, type of the target, target) -> the cast, as in _CASTS.  Its key is cheap where it
-#: matters most: after a kernel's pass over more memory than the caches hold, the interpreter's
-#: own data is cold, and building and hashing _CASTS's key of 15 items took 16-20 µs of a
-#: 0.17-0.19 ms cast of 10**6 FLOATs into INT16 (one thread, Zen 5; ``astype`` 0.16-0.17 ms),
-#: this one 4-6 µs.
+#: matters most: after more memory than the caches hold was touched, the interpreter's own data
+#: is cold, and cast() took 14-18 µs above the kernel's repeat() with _CASTS's key of 15 items
+#: (10**6 FLOATs into INT16, 0.17-0.18 ms, one thread, Zen 5; ``astype`` took what repeat()
+#: took), 8-10 µs with this one (docs/performance.rst).
 _DEFAULT_CASTS: dict[tuple[Any, Any, Any], Callable[[Any], Any]] = {}
 #: The default options, as the frontend passes them (set_default_options), and the tail of the
 #: _CASTS key of a call that left them all so: their types, then them.
